@@ -1,0 +1,80 @@
+"""Argument validation shared by both faces, so both raise the same messages.
+
+Every error names the argument, the value it got, and how to fix it.
+"""
+
+from __future__ import annotations
+
+import math
+
+_LAYOUTS = ("interleaved", "concat")
+
+
+def check_positive_int(name: str, value, *, fix: str = "") -> int:
+    """Return ``value`` as an int, or raise if it is not a positive integer."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(
+            f"{name} must be a positive integer, got {name}={value!r}."
+            + (f" {fix}" if fix else "")
+        )
+    value = int(value)
+    if value <= 0:
+        raise ValueError(
+            f"{name} must be a positive integer, got {name}={value}."
+            + (f" {fix}" if fix else "")
+        )
+    return value
+
+
+def check_even_dim(dim, *, multiple: int = 2, what: str = "sinusoidal") -> int:
+    """Check a feature dimension that must be a positive multiple of ``multiple``."""
+    dim = check_positive_int("dim", dim)
+    if dim % multiple:
+        lower = dim - dim % multiple
+        upper = lower + multiple
+        hint = f"use dim={upper}" + (f" or dim={lower}" if lower > 0 else "")
+        reason = (
+            "sines and cosines come in pairs"
+            if multiple == 2
+            else f"each axis gets dim/2 channels of sine/cosine pairs, so dim must be a multiple of {multiple}"
+        )
+        raise ValueError(
+            f"{what}: dim must be a multiple of {multiple} ({reason}), got dim={dim}; "
+            f"{hint}, or project the encoding to the model width with a linear layer."
+        )
+    return dim
+
+
+def check_base(base) -> float:
+    """The wavelength base must be a finite number greater than 1."""
+    try:
+        value = float(base)
+    except (TypeError, ValueError):
+        raise ValueError(f"base must be a number greater than 1, got base={base!r}.") from None
+    if not math.isfinite(value) or value <= 1.0:
+        raise ValueError(
+            f"base must be a finite number greater than 1, got base={base!r}; "
+            "the usual value is 10000.0 (Vaswani et al.)."
+        )
+    return value
+
+
+def check_layout(layout, allowed=_LAYOUTS) -> str:
+    if layout not in allowed:
+        raise ValueError(
+            f"layout must be one of {', '.join(repr(a) for a in allowed)}, got layout={layout!r}."
+        )
+    return layout
+
+
+def check_rank(name: str, shape, ranks, *, what: str = "") -> None:
+    """Raise if ``len(shape)`` is not in ``ranks``."""
+    ranks = (ranks,) if isinstance(ranks, int) else tuple(ranks)
+    if len(shape) not in ranks:
+        want = " or ".join(str(r) for r in ranks)
+        raise ValueError(
+            f"{what + ': ' if what else ''}{name} must have rank {want}, got shape {tuple(shape)} "
+            f"(rank {len(shape)})."
+        )

@@ -1,0 +1,94 @@
+"""Pick where the chapters run: CUDA, then Apple MPS, then the CPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, field
+
+
+@dataclass
+class DeviceReport:
+    """What :func:`pick_device` found and chose."""
+
+    torch_device: str | None
+    tensorflow_gpus: list = field(default_factory=list)
+    keras_backend: str | None = None
+
+    def __str__(self) -> str:
+        parts = []
+        if self.torch_device is not None:
+            parts.append(f"PyTorch on {self.torch_device}")
+        if self.keras_backend is not None:
+            parts.append(f"Keras backend {self.keras_backend}")
+        if self.tensorflow_gpus:
+            parts.append(
+                f"TensorFlow on {len(self.tensorflow_gpus)} GPU(s), memory growth on"
+            )
+        elif self.keras_backend == "tensorflow":
+            parts.append("TensorFlow on the CPU")
+        return "posenc: " + "; ".join(parts) if parts else "posenc: no framework found"
+
+
+def _installed(name: str) -> bool:
+    return name in sys.modules or importlib.util.find_spec(name) is not None
+
+
+def _keras_backend() -> str | None:
+    if not _installed("keras"):
+        return None
+    if "keras" in sys.modules:
+        return sys.modules["keras"].backend.backend()
+    return os.environ.get("KERAS_BACKEND", "tensorflow")
+
+
+def pick_device(*, verbose: bool = True, report: bool = False):
+    """Choose a device for PyTorch and make TensorFlow share the GPU politely.
+
+    PyTorch gets CUDA if available, then Apple's MPS, then the CPU.
+    TensorFlow (when it is installed and is Keras's backend) is told to grow its
+    GPU memory on demand instead of reserving all of it, so PyTorch and
+    TensorFlow can share one GPU in one Python process. Call it before
+    TensorFlow touches the GPU (first thing in a notebook).
+
+    Args:
+        verbose: print one line saying what was chosen. Default ``True``.
+        report: also return a :class:`DeviceReport`. Default ``False``.
+
+    Returns:
+        ``torch.device`` (or ``None`` without PyTorch); with ``report=True``,
+        the pair ``(device, DeviceReport)``.
+
+    Example:
+        >>> device = pick_device(verbose=False)
+    """
+    device = None
+    torch_name = None
+    if _installed("torch"):
+        import torch
+
+        if torch.cuda.is_available():
+            torch_name = "cuda"
+        elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            torch_name = "mps"
+        else:
+            torch_name = "cpu"
+        device = torch.device(torch_name)
+
+    backend = _keras_backend()
+    gpus = []
+    if (backend == "tensorflow" or "tensorflow" in sys.modules) and _installed("tensorflow"):
+        import tensorflow as tf
+
+        gpus = tf.config.list_physical_devices("GPU")
+        for gpu in gpus:
+            try:
+                tf.config.experimental.set_memory_growth(gpu, True)
+            except RuntimeError:
+                # The GPU is already initialised; growth can no longer be changed.
+                pass
+    info = DeviceReport(torch_name, [g.name for g in gpus], backend)
+    if verbose:
+        print(info)
+    return (device, info) if report else device

@@ -1,0 +1,42 @@
+"""Small helpers for the Keras face (``keras.ops`` only)."""
+
+from __future__ import annotations
+
+import numbers
+
+import keras
+from keras import ops
+
+from posenc._checks import check_positive_int
+
+
+def as_positions(positions, *, name: str = "positions"):
+    """An ``int`` n becomes ``arange(n)``; anything else becomes a tensor."""
+    if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
+        n = check_positive_int(name, positions, fix="Pass a sequence length of at least 1.")
+        return ops.arange(n, dtype="int32")
+    return ops.convert_to_tensor(positions)
+
+
+def dtype_of(x) -> str:
+    return keras.backend.standardize_dtype(x.dtype)
+
+
+def is_float(dtype: str) -> bool:
+    return "float" in dtype
+
+
+def result_dtype(positions) -> str:
+    """Float positions keep their dtype; integer positions give float32."""
+    dtype = dtype_of(positions)
+    return dtype if is_float(dtype) else "float32"
+
+
+def wide_dtype() -> str:
+    """float64 for the angles, except on JAX without x64 (float32 there)."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        if not jax.config.jax_enable_x64:
+            return "float32"
+    return "float64"

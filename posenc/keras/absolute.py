@@ -1,0 +1,148 @@
+"""Sinusoidal encodings (Keras face): functions and the layer that adds them."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from posenc import core
+from posenc._checks import check_even_dim, check_layout, check_positive_int
+from posenc.keras._util import as_positions, result_dtype, wide_dtype
+
+__all__ = ["sinusoidal", "sinusoidal_2d", "SinusoidalEncoding"]
+
+
+def sinusoidal(positions, dim: int, *, base: float = 10000.0, layout: str = "interleaved"):
+    """Sinusoidal positional encoding of Vaswani et al. (2017) for any positions.
+
+    ``PE[p, 2i] = sin(p * w_i)`` and ``PE[p, 2i+1] = cos(p * w_i)`` with
+    ``w_i = base ** (-2i / dim)``. Positions may be integers or floats of any
+    shape; there is no maximum length. The angles are computed in float64
+    (float32 on JAX without x64), so the result stays accurate at positions
+    near a million, then cast to the positions' dtype (float32 for integer
+    positions).
+
+    Args:
+        positions: an int ``n`` (meaning ``0 .. n-1``) or a tensor of positions
+            of any shape.
+        dim: even feature dimension.
+        base: wavelength base. Default ``10000.0``.
+        layout: ``"interleaved"`` (sin, cos, sin, cos, ...: the paper, d2l,
+            keras-hub) or ``"concat"`` (all sines, then all cosines:
+            TensorFlow's tutorial, x-transformers). Default ``"interleaved"``.
+
+    Returns:
+        Tensor of shape ``(*positions.shape, dim)``.
+
+    Example:
+        >>> tuple(sinusoidal(4, 8).shape)
+        (4, 8)
+
+    References:
+        Vaswani et al., "Attention Is All You Need", NeurIPS 2017, section 3.5.
+    """
+    dim = check_even_dim(dim)
+    check_layout(layout)
+    inv_freq_np = core.sinusoidal_inv_freq(dim, base)
+    pos = as_positions(positions)
+    wide = wide_dtype()
+    inv_freq = ops.convert_to_tensor(inv_freq_np.astype(wide))
+    angles = ops.expand_dims(ops.cast(pos, wide), -1) * inv_freq
+    sin, cos = ops.sin(angles), ops.cos(angles)
+    if layout == "interleaved":
+        out = ops.stack((sin, cos), axis=-1)
+        out = ops.reshape(out, (*ops.shape(sin)[:-1], dim))
+    else:
+        out = ops.concatenate((sin, cos), axis=-1)
+    return ops.cast(out, result_dtype(pos))
+
+
+def sinusoidal_2d(height: int, width: int, dim: int, *, base: float = 10000.0,
+                  layout: str = "interleaved"):
+    """2D sinusoidal encoding of a row-major ``height x width`` grid (ViT, MAE).
+
+    The first ``dim/2`` channels encode the row with :func:`sinusoidal`, the
+    last ``dim/2`` the column.
+
+    Args:
+        height: number of rows (patches down).
+        width: number of columns (patches across).
+        dim: feature dimension, a multiple of 4.
+        base: wavelength base. Default ``10000.0``.
+        layout: ``"interleaved"`` or ``"concat"``, within each half.
+
+    Returns:
+        float32 tensor of shape ``(height * width, dim)``.
+
+    Example:
+        >>> tuple(sinusoidal_2d(2, 3, 8).shape)
+        (6, 8)
+    """
+    height = check_positive_int("height", height)
+    width = check_positive_int("width", width)
+    dim = check_even_dim(dim, multiple=4, what="sinusoidal_2d")
+    rows = ops.repeat(ops.arange(height, dtype="int32"), width)
+    cols = ops.tile(ops.arange(width, dtype="int32"), [height])
+    return ops.concatenate(
+        (sinusoidal(rows, dim // 2, base=base, layout=layout),
+         sinusoidal(cols, dim // 2, base=base, layout=layout)),
+        axis=-1,
+    )
+
+
+@keras.saving.register_keras_serializable(package="posenc")
+class SinusoidalEncoding(keras.layers.Layer):
+    """Adds the fixed sinusoidal encoding to token embeddings.
+
+    ``call(x)`` returns ``x + sinusoidal(positions, dim)`` in the layer's
+    compute dtype. Weightless; no maximum length.
+
+    Args:
+        dim: even feature dimension; must equal ``x.shape[-1]``.
+        base: wavelength base. Default ``10000.0``.
+        layout: ``"interleaved"`` or ``"concat"``. Default ``"interleaved"``.
+
+    Call arguments:
+        x: ``(batch, seq, dim)`` (any leading shape) embeddings.
+        positions: optional ``(seq,)`` or ``(batch, seq)`` positions (int or
+            float); default ``0 .. seq-1``.
+
+    Example:
+        >>> enc = SinusoidalEncoding(16)
+        >>> tuple(enc(keras.ops.zeros((2, 5, 16))).shape)
+        (2, 5, 16)
+    """
+
+    def __init__(self, dim: int, *, base: float = 10000.0, layout: str = "interleaved",
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.dim = check_even_dim(dim)
+        check_layout(layout)
+        core.sinusoidal_inv_freq(dim, base)  # validates base
+        self.base = float(base)
+        self.layout = layout
+        self.built = True
+
+    def encoding(self, positions):
+        """The encoding alone (float32) for ``positions`` (an int or a tensor)."""
+        return sinusoidal(positions, self.dim, base=self.base, layout=self.layout)
+
+    def call(self, x, positions=None):
+        if len(x.shape) < 2 or (x.shape[-1] is not None and x.shape[-1] != self.dim):
+            raise ValueError(
+                f"SinusoidalEncoding: x must be (..., seq, dim) with dim={self.dim}, "
+                f"got x.shape={tuple(x.shape)}; build the encoding with dim={x.shape[-1]} "
+                "or project x to the model width first."
+            )
+        if positions is None:
+            positions = ops.arange(ops.shape(x)[-2], dtype="int32")
+        pe = ops.cast(self.encoding(positions), self.compute_dtype)
+        return ops.cast(x, self.compute_dtype) + pe
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"dim": self.dim, "base": self.base, "layout": self.layout})
+        return config

@@ -1,0 +1,149 @@
+"""Sinusoidal encodings (PyTorch face): functions and the module that adds them."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from posenc import core
+from posenc._checks import check_even_dim, check_layout, check_positive_int
+from posenc.torch._util import as_positions, result_dtype, wide_dtype
+
+__all__ = ["sinusoidal", "sinusoidal_2d", "SinusoidalEncoding"]
+
+
+def sinusoidal(positions, dim: int, *, base: float = 10000.0,
+               layout: str = "interleaved") -> torch.Tensor:
+    """Sinusoidal positional encoding of Vaswani et al. (2017) for any positions.
+
+    ``PE[p, 2i] = sin(p * w_i)`` and ``PE[p, 2i+1] = cos(p * w_i)`` with
+    ``w_i = base ** (-2i / dim)``. Positions may be integers or floats of any
+    shape; there is no maximum length. The angles are computed in float64
+    (float32 on Apple MPS) with autocast off, so the result stays accurate at
+    positions near a million, then cast to the positions' dtype (float32 for
+    integer positions).
+
+    Args:
+        positions: an int ``n`` (meaning ``0 .. n-1``) or a tensor of positions
+            of any shape.
+        dim: even feature dimension.
+        base: wavelength base. Default ``10000.0``.
+        layout: ``"interleaved"`` (sin, cos, sin, cos, ...: the paper, d2l,
+            keras-hub) or ``"concat"`` (all sines, then all cosines:
+            TensorFlow's tutorial, x-transformers). Default ``"interleaved"``.
+
+    Returns:
+        Tensor of shape ``(*positions.shape, dim)``.
+
+    Example:
+        >>> sinusoidal(4, 8).shape
+        torch.Size([4, 8])
+
+    References:
+        Vaswani et al., "Attention Is All You Need", NeurIPS 2017, section 3.5.
+    """
+    dim = check_even_dim(dim)
+    check_layout(layout)
+    inv_freq_np = core.sinusoidal_inv_freq(dim, base)
+    pos = as_positions(positions)
+    wide = wide_dtype(pos.device)
+    inv_freq = torch.as_tensor(inv_freq_np, dtype=wide, device=pos.device)
+    with torch.autocast(device_type=pos.device.type, enabled=False):
+        angles = pos.to(wide)[..., None] * inv_freq
+        sin, cos = angles.sin(), angles.cos()
+    if layout == "interleaved":
+        out = torch.stack((sin, cos), dim=-1).flatten(-2)
+    else:
+        out = torch.cat((sin, cos), dim=-1)
+    return out.to(result_dtype(pos))
+
+
+def sinusoidal_2d(height: int, width: int, dim: int, *, base: float = 10000.0,
+                  layout: str = "interleaved") -> torch.Tensor:
+    """2D sinusoidal encoding of a row-major ``height x width`` grid (ViT, MAE).
+
+    The first ``dim/2`` channels encode the row with :func:`sinusoidal`, the
+    last ``dim/2`` the column.
+
+    Args:
+        height: number of rows (patches down).
+        width: number of columns (patches across).
+        dim: feature dimension, a multiple of 4.
+        base: wavelength base. Default ``10000.0``.
+        layout: ``"interleaved"`` or ``"concat"``, within each half.
+
+    Returns:
+        float32 tensor of shape ``(height * width, dim)``.
+
+    Example:
+        >>> sinusoidal_2d(2, 3, 8).shape
+        torch.Size([6, 8])
+    """
+    height = check_positive_int("height", height)
+    width = check_positive_int("width", width)
+    dim = check_even_dim(dim, multiple=4, what="sinusoidal_2d")
+    rows = torch.arange(height).repeat_interleave(width)
+    cols = torch.arange(width).repeat(height)
+    return torch.cat(
+        (sinusoidal(rows, dim // 2, base=base, layout=layout),
+         sinusoidal(cols, dim // 2, base=base, layout=layout)),
+        dim=-1,
+    )
+
+
+class SinusoidalEncoding(nn.Module):
+    """Adds the fixed sinusoidal encoding to token embeddings.
+
+    ``forward(x)`` returns ``x + sinusoidal(positions, dim)``. The table for
+    ``0 .. n-1`` is cached (not saved in the state dict) and grown when a
+    longer sequence arrives, so there is no maximum length.
+
+    Args:
+        dim: even feature dimension; must equal ``x.shape[-1]``.
+        base: wavelength base. Default ``10000.0``.
+        layout: ``"interleaved"`` or ``"concat"``. Default ``"interleaved"``.
+
+    Call arguments:
+        x: ``(batch, seq, dim)`` (any leading shape) embeddings.
+        positions: optional ``(seq,)`` or ``(batch, seq)`` positions (int or
+            float); default ``0 .. seq-1``.
+
+    Example:
+        >>> enc = SinusoidalEncoding(16)
+        >>> enc(torch.zeros(2, 5, 16)).shape
+        torch.Size([2, 5, 16])
+    """
+
+    def __init__(self, dim: int, *, base: float = 10000.0, layout: str = "interleaved"):
+        super().__init__()
+        self.dim = check_even_dim(dim)
+        check_layout(layout)
+        core.sinusoidal_inv_freq(dim, base)  # validates base
+        self.base = float(base)
+        self.layout = layout
+        self.register_buffer("_cache", torch.empty(0, self.dim), persistent=False)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, base={self.base}, layout={self.layout!r}"
+
+    def encoding(self, positions) -> torch.Tensor:
+        """The encoding alone (float32) for ``positions`` (an int or a tensor)."""
+        if isinstance(positions, int) and not isinstance(positions, bool):
+            n = check_positive_int("positions", positions)
+            if self._cache.shape[0] < n:
+                self._cache = sinusoidal(
+                    torch.arange(n, device=self._cache.device), self.dim,
+                    base=self.base, layout=self.layout)
+            return self._cache[:n]
+        return sinusoidal(as_positions(positions, device=self._cache.device), self.dim,
+                          base=self.base, layout=self.layout)
+
+    def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
+        if x.dim() < 2 or x.shape[-1] != self.dim:
+            raise ValueError(
+                f"SinusoidalEncoding: x must be (..., seq, dim) with dim={self.dim}, "
+                f"got x.shape={tuple(x.shape)}; build the encoding with dim={x.shape[-1]} "
+                "or project x to the model width first."
+            )
+        pe = self.encoding(x.shape[-2] if positions is None else positions)
+        return x + pe.to(device=x.device, dtype=x.dtype)
