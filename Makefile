@@ -1,0 +1,44 @@
+# One-command set-up on a fresh machine with Python 3.11 and pip:
+#   make test   -- install everything, run posenc's tests (both Keras backends) and nbval on every notebook
+#   make book   -- install everything, execute every notebook, write the static site to _build/html
+# Uses the active virtual environment if there is one, else creates .venv here.
+
+PYTHON ?= python3
+ENV := $(if $(VIRTUAL_ENV),$(VIRTUAL_ENV),$(CURDIR)/.venv)
+PY := $(ENV)/bin/python
+STAMP := $(ENV)/.posenc-installed
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+export PYTHONHASHSEED ?= 0
+
+.PHONY: install test test-package test-notebooks book ipynb clean
+
+$(PY):
+	$(PYTHON) -m venv $(ENV)
+
+$(STAMP): requirements.txt pyproject.toml | $(PY)
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install -r requirements.txt
+	$(PY) -m pip install --no-deps -e .
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: test-package test-notebooks
+
+test-package: install
+	$(PY) -m pytest tests
+	KERAS_BACKEND=torch $(PY) -m pytest tests -m keras
+
+test-notebooks: install
+	$(PY) -m pytest --nbval-lax --nbval-cell-timeout=600 notebooks
+
+book: install
+	$(ENV)/bin/jupyter-book build . -W --keep-going
+	@echo "The site is in _build/html/index.html"
+
+# Regenerate each notebooks/*.ipynb (no outputs) from its MyST-markdown source.
+ipynb: install
+	$(ENV)/bin/jupytext --to ipynb notebooks/*.md
+
+clean:
+	rm -rf _build .pytest_cache

@@ -1,0 +1,107 @@
+"""Copy weights between the PyTorch and Keras faces.
+
+Modules and layers of the same class name own weights of the same names and
+layouts (the torch attribute name is the Keras weight name), so a PyTorch
+module and its Keras twin given the same weights compute the same numbers.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def _is_torch_module(obj) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.nn.Module)
+
+
+def _is_keras_layer(obj) -> bool:
+    keras = sys.modules.get("keras")
+    return keras is not None and isinstance(obj, keras.layers.Layer)
+
+
+def _torch_weights(module) -> dict:
+    return {name: p for name, p in module.named_parameters()}
+
+
+def _keras_weights(layer) -> dict:
+    # weight.path is "layer_name/.../weight_name"; strip the outer layer's own name.
+    out = {}
+    for w in layer.weights:
+        parts = w.path.split("/")
+        out["/".join(parts[1:]) or parts[0]] = w
+    return out
+
+
+def _match(src_names, dst_names, what: str) -> dict:
+    """Map each source name to a destination name by trailing components."""
+    def key(name: str) -> str:
+        return name.replace(".", "/").split("/")[-1]
+
+    src_keys = {key(n): n for n in src_names}
+    dst_keys = {key(n): n for n in dst_names}
+    if len(src_keys) != len(src_names) or len(dst_keys) != len(dst_names):
+        raise ValueError(f"copy_weights: {what}: weight names are not unique by their last "
+                         f"component: {sorted(src_names)} / {sorted(dst_names)}.")
+    if set(src_keys) != set(dst_keys):
+        raise ValueError(
+            f"copy_weights: {what}: the weights do not match: source has {sorted(src_keys)}, "
+            f"destination has {sorted(dst_keys)}; build both with the same class and arguments."
+        )
+    return {src_keys[k]: dst_keys[k] for k in src_keys}
+
+
+def copy_weights(src, dst):
+    """Copy every weight of ``src`` into ``dst``, across faces or within one.
+
+    Args:
+        src: a ``torch.nn.Module`` or a built ``keras.layers.Layer``.
+        dst: a module or layer of the same posenc class (either face); a Keras
+            layer must be built (call it once) before weights can be copied.
+
+    Returns:
+        ``dst``, with its weights replaced.
+
+    Example:
+        >>> # torch_enc = posenc.torch.LearnedEncoding(512, 64)
+        >>> # keras_enc = posenc.keras.LearnedEncoding(512, 64)
+        >>> # copy_weights(torch_enc, keras_enc)
+    """
+    import numpy as np
+
+    what = f"{type(src).__name__} -> {type(dst).__name__}"
+    if _is_torch_module(src):
+        src_w = {n: p.detach().float().cpu().numpy() for n, p in _torch_weights(src).items()}
+    elif _is_keras_layer(src):
+        src_w = {n: np.asarray(w.numpy(), dtype=np.float32) if hasattr(w, "numpy")
+                 else np.asarray(w.value, dtype=np.float32) for n, w in _keras_weights(src).items()}
+    else:
+        raise TypeError(f"copy_weights: src must be a torch.nn.Module or a keras Layer, got {type(src).__name__}.")
+
+    if _is_torch_module(dst):
+        import torch
+
+        dst_w = _torch_weights(dst)
+        mapping = _match(list(src_w), list(dst_w), what)
+        with torch.no_grad():
+            for s, d in mapping.items():
+                target = dst_w[d]
+                if tuple(target.shape) != src_w[s].shape:
+                    raise ValueError(f"copy_weights: {what}: weight {d!r} has shape "
+                                     f"{tuple(target.shape)}, source {s!r} has {src_w[s].shape}.")
+                target.copy_(torch.as_tensor(src_w[s], dtype=target.dtype))
+    elif _is_keras_layer(dst):
+        if not dst.built:
+            raise ValueError(f"copy_weights: {what}: the Keras layer is not built; call it once "
+                             "on an input (or call layer.build(shape)) before copying weights.")
+        dst_w = _keras_weights(dst)
+        mapping = _match(list(src_w), list(dst_w), what)
+        for s, d in mapping.items():
+            target = dst_w[d]
+            if tuple(target.shape) != src_w[s].shape:
+                raise ValueError(f"copy_weights: {what}: weight {d!r} has shape "
+                                 f"{tuple(target.shape)}, source {s!r} has {src_w[s].shape}.")
+            target.assign(src_w[s].astype(target.dtype))
+    else:
+        raise TypeError(f"copy_weights: dst must be a torch.nn.Module or a keras Layer, got {type(dst).__name__}.")
+    return dst

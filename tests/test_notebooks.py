@@ -1,0 +1,100 @@
+"""The book's wiring: paired notebooks, the Colab cell, the table of contents, the config."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = sorted((ROOT / "notebooks").glob("*.md"))
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
+
+
+def _toc_files(node) -> list[str]:
+    files = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("file", "root"):
+                files.append(value)
+            else:
+                files.extend(_toc_files(value))
+    elif isinstance(node, list):
+        for item in node:
+            files.extend(_toc_files(item))
+    return files
+
+
+def _cells(nb):
+    """Cell type, source and tags: what must agree between the .md and the .ipynb."""
+    return [(c.cell_type, c.source.strip(), tuple(c.metadata.get("tags", [])),
+             json.dumps(c.metadata.get("mystnb", {}), sort_keys=True)) for c in nb.cells]
+
+
+def test_there_are_chapters():
+    assert len(SOURCES) >= 1
+
+
+@pytest.mark.parametrize("md", SOURCES, ids=lambda p: p.name)
+def test_pair_exists_and_is_in_sync(md):
+    ipynb = md.with_suffix(".ipynb")
+    assert ipynb.exists(), f"{md.name} has no paired {ipynb.name}: run `make ipynb`"
+    from_md = jupytext.read(md)
+    from_ipynb = nbformat.read(ipynb, as_version=4)
+    assert _cells(from_md) == _cells(from_ipynb), (
+        f"{ipynb.name} is out of sync with {md.name}: run `make ipynb`")
+
+
+@pytest.mark.parametrize("md", SOURCES, ids=lambda p: p.name)
+def test_ipynb_has_no_outputs(md):
+    nb = nbformat.read(md.with_suffix(".ipynb"), as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert not cell.outputs, f"{md.stem}.ipynb carries outputs: run `make ipynb`"
+            assert cell.execution_count is None
+
+
+@pytest.mark.parametrize("md", SOURCES, ids=lambda p: p.name)
+def test_first_cell_installs_posenc_only_on_colab(md):
+    nb = jupytext.read(md)
+    first = next(c for c in nb.cells if c.cell_type == "code")
+    repo = CONFIG["repository"]["url"]
+    assert 'if "google.colab" in sys.modules:' in first.source
+    assert f"git+{repo}@{CONFIG['repository']['branch']}" in first.source
+    # elsewhere the cell must do nothing: executing it outside Colab installs nothing
+    namespace: dict = {}
+    exec(compile(first.source, md.name, "exec"), namespace)
+    assert "subprocess" not in namespace
+
+
+@pytest.mark.parametrize("md", SOURCES, ids=lambda p: p.name)
+def test_chapter_is_in_the_toc(md):
+    assert f"notebooks/{md.stem}" in _toc_files(TOC), f"add notebooks/{md.stem} to _toc.yml"
+
+
+def test_every_toc_entry_exists():
+    for entry in _toc_files(TOC):
+        matches = [p for p in (ROOT / f"{entry}.md", ROOT / f"{entry}.ipynb") if p.exists()]
+        assert matches, f"_toc.yml lists {entry}, which does not exist"
+
+
+def test_config_builds_from_md_and_links_colab_to_ipynb():
+    assert "**.ipynb" in CONFIG["exclude_patterns"]
+    assert CONFIG["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
+    assert CONFIG["repository"]["url"].startswith("https://github.com/")
+    assert CONFIG["execute"]["execute_notebooks"] == "force"
+
+
+def test_requirements_are_pinned():
+    lines = [line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
+    reqs = [line for line in lines if line]
+    assert reqs and all("==" in r for r in reqs), [r for r in reqs if "==" not in r]
+    names = {r.split("==")[0].lower() for r in reqs}
+    assert {"jupyter-book", "jupytext", "nbval", "torch", "tensorflow", "keras", "matplotlib",
+            "pytest", "hypothesis"} <= names
+    assert any(r.startswith("jupyter-book==1.") for r in reqs)

@@ -1,0 +1,111 @@
+"""Package-level behaviour: import isolation, the device helper, argument checks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+
+import pytest
+
+import posenc
+from posenc import _checks
+
+
+def test_import_posenc_imports_no_framework():
+    code = ("import sys, posenc, posenc.core, posenc.interop, posenc.notebook, posenc.plotting; "
+            "print(sorted(m for m in ('torch', 'keras', 'tensorflow', 'jax') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_pick_device_chooses_cuda_then_mps_then_cpu(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert posenc.pick_device(verbose=False).type == "mps"
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert posenc.pick_device(verbose=False).type == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert posenc.pick_device(verbose=False).type == "cuda"
+
+
+def test_pick_device_turns_on_tensorflow_memory_growth(monkeypatch, capsys):
+    calls = []
+    gpus = [types.SimpleNamespace(name="/physical_device:GPU:0"),
+            types.SimpleNamespace(name="/physical_device:GPU:1")]
+    experimental = types.SimpleNamespace(set_memory_growth=lambda gpu, on: calls.append((gpu.name, on)))
+    config = types.SimpleNamespace(list_physical_devices=lambda kind: gpus if kind == "GPU" else [],
+                                   experimental=experimental)
+    monkeypatch.setitem(sys.modules, "tensorflow", types.SimpleNamespace(config=config))
+    monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
+    monkeypatch.delitem(sys.modules, "keras", raising=False)
+    device, report = posenc.pick_device(report=True)
+    assert calls == [(g.name, True) for g in gpus]
+    assert report.tensorflow_gpus == [g.name for g in gpus]
+    assert "2 GPU(s), memory growth on" in capsys.readouterr().out
+
+
+def test_pick_device_tolerates_an_initialised_gpu(monkeypatch):
+    def refuse(gpu, on):
+        raise RuntimeError("Physical devices cannot be modified after being initialized")
+
+    gpu = types.SimpleNamespace(name="/physical_device:GPU:0")
+    config = types.SimpleNamespace(list_physical_devices=lambda kind: [gpu],
+                                   experimental=types.SimpleNamespace(set_memory_growth=refuse))
+    monkeypatch.setitem(sys.modules, "tensorflow", types.SimpleNamespace(config=config))
+    _, report = posenc.pick_device(verbose=False, report=True)
+    assert report.tensorflow_gpus == [gpu.name]
+
+
+@pytest.mark.parametrize("dim, message", [
+    (7, "dim must be a multiple of 2 .*got dim=7; use dim=8 or dim=6"),
+    (0, "dim must be a positive integer, got dim=0"),
+    (-4, "dim must be a positive integer, got dim=-4"),
+    (8.0, "dim must be a positive integer, got dim=8.0"),
+    (True, "dim must be a positive integer, got dim=True"),
+])
+def test_check_even_dim_names_argument_value_and_fix(dim, message):
+    with pytest.raises(ValueError, match=message):
+        _checks.check_even_dim(dim)
+
+
+def test_check_even_dim_multiple_of_four():
+    assert _checks.check_even_dim(12, multiple=4) == 12
+    with pytest.raises(ValueError, match=r"multiple of 4 .*got dim=10; use dim=12 or dim=8"):
+        _checks.check_even_dim(10, multiple=4, what="sinusoidal_2d")
+
+
+@pytest.mark.parametrize("base", [1.0, 0.5, -3, float("inf"), float("nan"), "ten"])
+def test_check_base_rejects(base):
+    with pytest.raises(ValueError, match="base must be"):
+        _checks.check_base(base)
+
+
+def test_check_layout_and_rank():
+    assert _checks.check_layout("concat") == "concat"
+    with pytest.raises(ValueError, match="layout must be one of 'interleaved', 'concat', got layout='half'"):
+        _checks.check_layout("half")
+    _checks.check_rank("x", (2, 3, 4), (3, 4))
+    with pytest.raises(ValueError, match=r"x must have rank 3 or 4, got shape \(2, 3\) \(rank 2\)"):
+        _checks.check_rank("x", (2, 3), (3, 4))
+
+
+def test_core_frequencies_and_wavelengths():
+    import numpy as np
+
+    inv_freq = posenc.sinusoidal_inv_freq(8, base=10000.0)
+    assert np.allclose(inv_freq, [1.0, 0.1, 0.01, 0.001])
+    lam = posenc.wavelengths(512)
+    assert np.isclose(lam[0], 2 * np.pi)
+    assert np.isclose(lam[-1], 2 * np.pi * 10000.0 ** (510 / 512))   # just below base * 2 pi
+    assert np.all(np.diff(lam) > 0)
+
+
+def test_glue_falls_back_to_print_without_myst_nb(monkeypatch, capsys):
+    from posenc import notebook
+
+    monkeypatch.setitem(sys.modules, "myst_nb", None)   # makes `from myst_nb import glue` fail
+    assert notebook.glue("answer", 42) == 42
+    assert "answer = 42" in capsys.readouterr().out
