@@ -27,7 +27,7 @@ test: test-package test-notebooks
 
 test-package: install
 	$(PY) -m pytest tests
-	KERAS_BACKEND=torch $(PY) -m pytest tests -m keras
+	KERAS_BACKEND=torch $(PY) -m pytest tests -m keras || [ $$? -eq 5 ]  # 5: no Keras tests collected
 
 test-notebooks: install
 	$(PY) -m pytest --nbval-lax --nbval-cell-timeout=600 notebooks
