@@ -11,8 +11,11 @@ import sys
 
 
 def _is_torch_module(obj) -> bool:
+    # On Keras' PyTorch backend every Keras layer is also a torch.nn.Module;
+    # such a layer is handled as a Keras layer.
     torch = sys.modules.get("torch")
-    return torch is not None and isinstance(obj, torch.nn.Module)
+    return (torch is not None and isinstance(obj, torch.nn.Module)
+            and not _is_keras_layer(obj))
 
 
 def _is_keras_layer(obj) -> bool:

@@ -130,7 +130,8 @@ class SinusoidalEncoding(nn.Module):
         """The encoding alone (float32) for ``positions`` (an int or a tensor)."""
         if isinstance(positions, int) and not isinstance(positions, bool):
             n = check_positive_int("positions", positions)
-            if self._cache.shape[0] < n:
+            # Recompute after module.to(bfloat16) too: the encoding stays float32.
+            if self._cache.shape[0] < n or self._cache.dtype != torch.float32:
                 self._cache = sinusoidal(
                     torch.arange(n, device=self._cache.device), self.dim,
                     base=self.base, layout=self.layout)

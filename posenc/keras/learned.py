@@ -1,0 +1,353 @@
+"""Learned and hybrid absolute encodings (Keras face), and table resizing."""
+
+from __future__ import annotations
+
+import numbers
+
+import keras
+from keras import ops
+
+from posenc import resample
+from posenc._checks import check_base, check_even_dim, check_layout, check_positive_int
+from posenc.keras._util import as_positions, dtype_of, wide_dtype
+from posenc.keras.absolute import sinusoidal
+
+__all__ = ["resize_table", "resize_table_2d", "LearnedEncoding", "HybridEncoding"]
+
+
+def _apply(matrix, table):
+    """``matrix @ table`` along the first axis, in float64 (float32 on JAX without x64).
+
+    ``ops.einsum``, not ``ops.matmul``: Keras' matmul rounds float64 to float32
+    on the PyTorch and JAX backends.
+    """
+    wide = wide_dtype()
+    return ops.einsum("nk,k...->n...", ops.convert_to_tensor(matrix.astype(wide)),
+                      ops.cast(table, wide))
+
+
+def resize_table(table, new_length: int, *, mode: str = "linear"):
+    """Resample a learned ``(length, dim)`` position table to ``new_length`` rows.
+
+    Row ``j`` of the result interpolates the old table at position
+    ``(j + 0.5) * length / new_length - 0.5``, as
+    ``torch.nn.functional.interpolate(..., align_corners=False)`` does; the
+    weights are the matrix :func:`posenc.resample.interpolation_matrix`, applied
+    in float64, so the PyTorch face gives the same numbers. This is how a model
+    trained on short sequences is given a longer table before fine-tuning on
+    long ones; the stretched positions are only a starting point.
+
+    Args:
+        table: ``(length, dim)`` tensor or variable, e.g. ``LearnedEncoding.table``.
+        new_length: number of rows of the result, a positive int.
+        mode: ``"linear"`` (default), ``"cubic"`` (Keys, ``a = -0.75``) or
+            ``"nearest"``.
+
+    Returns:
+        Tensor ``(new_length, dim)`` of ``table``'s dtype; equal to ``table``
+        when ``new_length == length``.
+
+    Example:
+        >>> out = resize_table(keras.ops.convert_to_tensor([[0.0], [1.0]]), 4)
+        >>> keras.ops.convert_to_numpy(out)[:, 0].tolist()
+        [0.0, 0.25, 0.75, 1.0]
+
+    References:
+        Devlin et al., "BERT: Pre-training of Deep Bidirectional Transformers
+        for Language Understanding", NAACL 2019 (the learned table).
+    """
+    table = ops.convert_to_tensor(table)
+    matrix = resample.table_resize_matrix(tuple(table.shape), new_length, mode)
+    return ops.cast(_apply(matrix, table), dtype_of(table))
+
+
+def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0, mode: str = "bicubic"):
+    """Resample a ViT position table from one patch grid to another.
+
+    The table holds ``prefix_tokens`` rows that are not on the grid (the CLS
+    token and the like) followed by a row-major ``old_h x old_w`` grid. The
+    prefix rows are kept as they are; the grid is interpolated separably, one
+    :func:`posenc.resample.interpolation_matrix` per axis, in float64. This is
+    what ViT does to fine-tune at a higher resolution than it was pre-trained
+    at (Dosovitskiy et al., section 3.2), with timm's conventions (bicubic,
+    ``a = -0.75``, ``align_corners=False``, no antialiasing).
+
+    Args:
+        table: ``(prefix_tokens + old_h * old_w, dim)`` tensor or variable.
+        old_hw: ``(old_h, old_w)``, the grid the table was trained on.
+        new_hw: ``(new_h, new_w)``, the grid wanted.
+        prefix_tokens: number of leading non-grid rows. Default ``0``.
+        mode: ``"bicubic"`` (default), ``"bilinear"`` or ``"nearest"``.
+
+    Returns:
+        Tensor ``(prefix_tokens + new_h * new_w, dim)`` of ``table``'s dtype.
+
+    Example:
+        >>> table = keras.random.normal((1 + 14 * 14, 768))
+        >>> tuple(resize_table_2d(table, (14, 14), (24, 24), prefix_tokens=1).shape)
+        (577, 768)
+
+    References:
+        Dosovitskiy et al., "An Image is Worth 16x16 Words: Transformers for
+        Image Recognition at Scale", ICLR 2021, section 3.2.
+    """
+    table = ops.convert_to_tensor(table)
+    rows, cols = resample.grid_resize_matrices(tuple(table.shape), old_hw, new_hw,
+                                               prefix_tokens, mode)
+    (old_h, old_w), dim = old_hw, table.shape[-1]
+    prefix, grid = table[:prefix_tokens], table[prefix_tokens:]
+    grid = _apply(rows, ops.reshape(grid, (old_h, old_w, dim)))    # (new_h, old_w, dim)
+    grid = _apply(cols, ops.transpose(grid, (1, 0, 2)))           # (new_w, new_h, dim)
+    grid = ops.cast(ops.reshape(ops.transpose(grid, (1, 0, 2)), (-1, dim)), dtype_of(table))
+    return ops.concatenate((prefix, grid), axis=0)
+
+
+def _known(tensor):
+    """The tensor's values as NumPy when they are known now (eager), else ``None``."""
+    try:
+        return ops.convert_to_numpy(tensor)
+    except Exception:  # a symbolic tensor (tf.function, jax.jit): nothing to check yet
+        return None
+
+
+def _positions(what: str, positions, max_len: int):
+    """Checked integer positions: an int n becomes ``arange(n)``.
+
+    Values are checked when they are known (eager execution); inside a compiled
+    graph only the dtype is.
+    """
+    if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
+        n = check_positive_int("positions", positions, fix="Pass a sequence length of at least 1.")
+        resample.check_length(what, n, max_len)
+        return ops.arange(n, dtype="int32")
+    pos = as_positions(positions)
+    resample.check_integer_positions(what, dtype_of(pos))
+    values = _known(pos)
+    if values is not None and values.size:
+        resample.check_position_range(what, int(values.min()), int(values.max()), max_len)
+    return pos
+
+
+def _default_positions(what: str, x, max_len: int):
+    """``0 .. seq-1`` for ``x`` of shape ``(..., seq, dim)``, checked when ``seq`` is static."""
+    seq = x.shape[-2]
+    if seq is None:  # dynamic length inside a graph: the gather fails if it is too long
+        return ops.arange(ops.shape(x)[-2], dtype="int32")
+    return _positions(what, int(seq), max_len)
+
+
+def _check_x(what: str, x, dim: int) -> None:
+    if len(x.shape) < 2 or (x.shape[-1] is not None and x.shape[-1] != dim):
+        raise ValueError(
+            f"{what}: x must be (..., seq, dim) with dim={dim}, got x.shape={tuple(x.shape)}; "
+            f"build the encoding with dim={x.shape[-1]} or project x to the model width first."
+        )
+
+
+@keras.saving.register_keras_serializable(package="posenc")
+class LearnedEncoding(keras.layers.Layer):
+    """Adds a learned position table to token embeddings (BERT, GPT-2, ViT).
+
+    Each position ``p < max_len`` owns a trainable row ``table[p]``, and
+    ``call(x)`` returns ``x + table[positions]`` in the layer's compute dtype.
+    Devlin et al. (BERT) and Radford et al. (GPT-2) learn such a table instead
+    of the fixed sinusoids of Vaswani et al., who found the two about equally
+    good; Dosovitskiy et al. (ViT) learn one row per image patch plus one for
+    the CLS token, so a ViT uses ``max_len = 1 + H * W``. The table is
+    initialised like BERT's: a normal distribution of standard deviation
+    ``init_std`` truncated at two standard deviations.
+
+    The price is a hard maximum length: a sequence longer than ``max_len`` (or
+    a position outside ``0 .. max_len-1``) raises ``ValueError`` when the
+    length or the positions are known (eager execution, static shapes). To
+    fine-tune at a new length, :meth:`resized` (:meth:`resized_2d` for a ViT
+    grid) gives a copy whose table is resampled.
+
+    Args:
+        max_len: number of positions (rows of the table).
+        dim: feature dimension; must equal ``x.shape[-1]``.
+        init_std: standard deviation of the initial table. Default ``0.02``
+            (BERT, ViT).
+        **kwargs: other ``keras.layers.Layer`` arguments (``name``, ``dtype``).
+
+    Call arguments:
+        x: ``(batch, seq, dim)`` (any leading shape) embeddings, ``seq <= max_len``.
+        positions: optional ``(seq,)`` or ``(batch, seq)`` integer positions;
+            default ``0 .. seq-1``.
+
+    Returns:
+        ``x + table[positions]``, of ``x``'s shape, in the compute dtype.
+
+    Example:
+        >>> enc = LearnedEncoding(512, 64)
+        >>> tuple(enc(keras.ops.zeros((2, 10, 64))).shape)
+        (2, 10, 64)
+        >>> tuple(enc.resized(1024).table.shape)
+        (1024, 64)
+
+    References:
+        Devlin et al., "BERT: Pre-training of Deep Bidirectional Transformers
+        for Language Understanding", NAACL 2019.
+        Radford et al., "Language Models are Unsupervised Multitask Learners",
+        OpenAI, 2019 (GPT-2).
+        Dosovitskiy et al., "An Image is Worth 16x16 Words: Transformers for
+        Image Recognition at Scale", ICLR 2021.
+    """
+
+    def __init__(self, max_len: int, dim: int, *, init_std: float = 0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.max_len = check_positive_int("max_len", max_len)
+        self.dim = check_positive_int("dim", dim)
+        self.init_std = resample.check_init_std(init_std)
+        # Read in float32 even under mixed precision: P is cast at the end.
+        self.table = self.add_weight(
+            shape=(self.max_len, self.dim), name="table", autocast=False,
+            initializer=keras.initializers.TruncatedNormal(stddev=self.init_std))
+        self.built = True
+
+    def encoding(self, positions):
+        """The rows alone (float32) for ``positions`` (an int n or an int tensor)."""
+        return self._rows(_positions("LearnedEncoding", positions, self.max_len))
+
+    def _rows(self, pos):
+        return ops.take(ops.cast(self.table, "float32"), pos, axis=0)
+
+    def call(self, x, positions=None):
+        _check_x("LearnedEncoding", x, self.dim)
+        if positions is None:
+            pos = _default_positions("LearnedEncoding", x, self.max_len)
+        else:
+            pos = _positions("LearnedEncoding", positions, self.max_len)
+        pe = ops.cast(self._rows(pos), self.compute_dtype)
+        return ops.cast(x, self.compute_dtype) + pe
+
+    def resized(self, new_max_len: int, *, mode: str = "linear") -> "LearnedEncoding":
+        """A new layer whose table is this one's resampled to ``new_max_len`` rows.
+
+        Args:
+            new_max_len: the new ``max_len``.
+            mode: see :func:`resize_table`. Default ``"linear"``.
+
+        Returns:
+            A ``LearnedEncoding(new_max_len, dim, init_std=...)`` with this
+            layer's dtype policy and the resampled table (and a new name).
+        """
+        return self._with_table(resize_table(self.table, new_max_len, mode=mode))
+
+    def resized_2d(self, old_hw, new_hw, *, prefix_tokens: int = 0,
+                   mode: str = "bicubic") -> "LearnedEncoding":
+        """A new layer for a ViT on a ``new_hw`` patch grid (see :func:`resize_table_2d`).
+
+        Args:
+            old_hw: ``(old_h, old_w)``, with ``prefix_tokens + old_h * old_w == max_len``.
+            new_hw: ``(new_h, new_w)``.
+            prefix_tokens: leading rows kept as they are (1 for the CLS token).
+            mode: ``"bicubic"`` (default), ``"bilinear"`` or ``"nearest"``.
+
+        Returns:
+            A ``LearnedEncoding(prefix_tokens + new_h * new_w, dim)`` with the
+            resampled table.
+        """
+        return self._with_table(resize_table_2d(self.table, old_hw, new_hw,
+                                                prefix_tokens=prefix_tokens, mode=mode))
+
+    def _with_table(self, table) -> "LearnedEncoding":
+        config = self.get_config()
+        config.pop("name", None)
+        config["max_len"] = int(table.shape[0])
+        new = type(self).from_config(config)
+        new.table.assign(ops.cast(table, new.table.dtype))
+        new.trainable = self.trainable
+        return new
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"max_len": self.max_len, "dim": self.dim, "init_std": self.init_std})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="posenc")
+class HybridEncoding(keras.layers.Layer):
+    """Adds a scaled sinusoid plus a learned correction to token embeddings.
+
+    ``P(p) = scale * sinusoidal(p) + offset[p]``: the fixed encoding of
+    Vaswani et al. (computed, never a weight) gives every position a sensible
+    starting point and the relative structure of the sinusoids, while the
+    trainable ``offset`` table ``(max_len, dim)`` and the trainable scalar
+    ``scale`` let training adapt it. ``offset`` starts at zero, so at
+    initialisation the layer equals ``scale * SinusoidalEncoding``. Like a
+    learned table, ``offset`` fixes a maximum length: longer sequences raise
+    ``ValueError`` when the length is known.
+
+    Args:
+        max_len: number of positions (rows of ``offset``).
+        dim: even feature dimension; must equal ``x.shape[-1]``.
+        base: wavelength base of the sinusoid. Default ``10000.0``.
+        layout: ``"interleaved"`` or ``"concat"``; see :func:`sinusoidal`.
+            Default ``"interleaved"``.
+        scale: initial value of the trainable ``scale`` weight. Default ``1.0``.
+        **kwargs: other ``keras.layers.Layer`` arguments (``name``, ``dtype``).
+
+    Call arguments:
+        x: ``(batch, seq, dim)`` (any leading shape) embeddings, ``seq <= max_len``.
+        positions: optional ``(seq,)`` or ``(batch, seq)`` integer positions;
+            default ``0 .. seq-1``.
+
+    Returns:
+        ``x + P(positions)``, of ``x``'s shape, in the compute dtype.
+
+    Example:
+        >>> enc = HybridEncoding(128, 16)
+        >>> tuple(enc(keras.ops.zeros((2, 10, 16))).shape)
+        (2, 10, 16)
+
+    References:
+        Vaswani et al., "Attention Is All You Need", NeurIPS 2017, section 3.5.
+    """
+
+    def __init__(self, max_len: int, dim: int, *, base: float = 10000.0,
+                 layout: str = "interleaved", scale: float = 1.0, **kwargs):
+        super().__init__(**kwargs)
+        self.max_len = check_positive_int("max_len", max_len)
+        self.dim = check_even_dim(dim, what="HybridEncoding")
+        check_layout(layout)
+        self.base = check_base(base)
+        self.layout = layout
+        self.initial_scale = resample.check_scale(scale)
+        self.scale = self.add_weight(
+            shape=(), name="scale", autocast=False,
+            initializer=keras.initializers.Constant(self.initial_scale))
+        self.offset = self.add_weight(
+            shape=(self.max_len, self.dim), name="offset", autocast=False,
+            initializer="zeros")
+        self.built = True
+
+    def encoding(self, positions):
+        """``P(positions)`` alone (float32) for an int n or an int tensor."""
+        return self._encode(_positions("HybridEncoding", positions, self.max_len))
+
+    def _encode(self, pos):
+        sinusoid = sinusoidal(pos, self.dim, base=self.base, layout=self.layout)
+        offset = ops.take(ops.cast(self.offset, "float32"), pos, axis=0)
+        return ops.cast(self.scale, "float32") * sinusoid + offset
+
+    def call(self, x, positions=None):
+        _check_x("HybridEncoding", x, self.dim)
+        if positions is None:
+            pos = _default_positions("HybridEncoding", x, self.max_len)
+        else:
+            pos = _positions("HybridEncoding", positions, self.max_len)
+        pe = ops.cast(self._encode(pos), self.compute_dtype)
+        return ops.cast(x, self.compute_dtype) + pe
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"max_len": self.max_len, "dim": self.dim, "base": self.base,
+                       "layout": self.layout, "scale": self.initial_scale})
+        return config

@@ -1,0 +1,300 @@
+"""Resampling matrices for learned position tables (NumPy, float64).
+
+A learned table ``(length, dim)`` trained at one length is stretched to
+another by interpolating along the position axis. Interpolation along one axis
+is linear in the table, so it is a matrix ``M`` of shape ``(new, old)`` and the
+resampled table is ``M @ table``; a 2D grid of ViT patch positions is resampled
+by one matrix per axis (separable interpolation). Both faces apply the matrices
+built here, so PyTorch and Keras give the same numbers and the formulas live in
+one place.
+
+The conventions are PyTorch's ``torch.nn.functional.interpolate`` with
+``align_corners=False`` and no antialiasing, which timm uses to resize ViT
+position embeddings: output sample ``j`` sits at input coordinate
+``(j + 0.5) * old / new - 0.5`` (half-pixel centres), samples outside the table
+repeat its edge rows, and the cubic kernel has ``a = -0.75``.
+
+This module also holds the argument checks that ``LearnedEncoding`` and
+``HybridEncoding`` share across the faces, so both raise the same messages.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from posenc._checks import check_positive_int
+
+__all__ = [
+    "CUBIC_A",
+    "MODES_1D",
+    "MODES_2D",
+    "interpolation_matrix",
+    "table_resize_matrix",
+    "grid_resize_matrices",
+]
+
+#: The cubic convolution parameter of PyTorch's and timm's bicubic resize.
+CUBIC_A = -0.75
+
+
+def _nearest(old: int, new: int) -> np.ndarray:
+    # Half-pixel nearest neighbour: torch's mode="nearest-exact".
+    src = np.floor((np.arange(new) + 0.5) * (old / new)).astype(np.int64)
+    matrix = np.zeros((new, old))
+    matrix[np.arange(new), np.minimum(src, old - 1)] = 1.0
+    return matrix
+
+
+def _linear(old: int, new: int) -> np.ndarray:
+    src = np.maximum((np.arange(new) + 0.5) * (old / new) - 0.5, 0.0)
+    left = np.minimum(np.floor(src).astype(np.int64), old - 1)
+    right = np.minimum(left + 1, old - 1)
+    frac = src - left
+    matrix = np.zeros((new, old))
+    rows = np.arange(new)
+    np.add.at(matrix, (rows, left), 1.0 - frac)
+    np.add.at(matrix, (rows, right), frac)
+    return matrix
+
+
+def _cubic_weights(t: np.ndarray, a: float = CUBIC_A) -> np.ndarray:
+    """Keys' cubic convolution weights of the four taps at ``-1, 0, 1, 2``."""
+
+    def near(x):  # |x| <= 1
+        return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a
+
+    return np.stack((far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)), axis=-1)
+
+
+def _cubic(old: int, new: int) -> np.ndarray:
+    src = (np.arange(new) + 0.5) * (old / new) - 0.5
+    base = np.floor(src)
+    weights = _cubic_weights(src - base)  # (new, 4)
+    taps = np.clip(base.astype(np.int64)[:, None] + np.arange(-1, 3), 0, old - 1)
+    matrix = np.zeros((new, old))
+    np.add.at(matrix, (np.repeat(np.arange(new), 4), taps.ravel()), weights.ravel())
+    return matrix
+
+
+# One entry per 1D kernel; the 2D modes apply the same kernel along each axis.
+_KERNELS = {"nearest": _nearest, "linear": _linear, "cubic": _cubic}
+MODES_1D = ("linear", "nearest", "cubic")
+MODES_2D = ("bicubic", "bilinear", "nearest")
+_AXIS_KERNEL = {"linear": "linear", "bilinear": "linear", "cubic": "cubic",
+                "bicubic": "cubic", "nearest": "nearest"}
+
+
+def _check_mode(mode, allowed, what: str) -> str:
+    if mode not in allowed:
+        other = MODES_2D if allowed == MODES_1D else MODES_1D
+        hint = ""
+        if mode in other:
+            hint = (f"; {mode!r} is a mode of resize_table_2d, the 1D modes are the ones above"
+                    if allowed == MODES_1D
+                    else f"; {mode!r} is a mode of resize_table, the 2D modes are the ones above")
+        raise ValueError(
+            f"{what}: mode must be one of {', '.join(repr(m) for m in allowed)}, "
+            f"got mode={mode!r}{hint}."
+        )
+    return mode
+
+
+def interpolation_matrix(old: int, new: int, mode: str = "linear") -> np.ndarray:
+    """The ``(new, old)`` float64 matrix that resamples ``old`` samples to ``new``.
+
+    Row ``j`` holds the weights of output sample ``j``, centred at input
+    coordinate ``(j + 0.5) * old / new - 0.5`` (``align_corners=False``), so
+    ``interpolation_matrix(old, new) @ table`` equals PyTorch's
+    ``F.interpolate(table.T[None], size=new, mode="linear")[0].T``. Every row
+    sums to 1, and ``old == new`` gives the identity matrix exactly.
+
+    Args:
+        old: input length, a positive int.
+        new: output length, a positive int.
+        mode: the kernel along this axis: ``"linear"`` (default; also accepts
+            ``"bilinear"``, its 2D name), ``"cubic"`` (also ``"bicubic"``:
+            Keys' cubic convolution with ``a = -0.75``, as PyTorch and timm) or
+            ``"nearest"`` (the nearest half-pixel centre, PyTorch's
+            ``"nearest-exact"``). No antialiasing when shrinking.
+
+    Returns:
+        float64 NumPy array of shape ``(new, old)``.
+
+    Example:
+        >>> interpolation_matrix(2, 4)
+        array([[1.  , 0.  ],
+               [0.75, 0.25],
+               [0.25, 0.75],
+               [0.  , 1.  ]])
+
+    References:
+        Keys, "Cubic convolution interpolation for digital image processing",
+        IEEE Trans. ASSP 29(6), 1981.
+    """
+    old = check_positive_int("old", old)
+    new = check_positive_int("new", new)
+    _check_mode(mode, tuple(_AXIS_KERNEL), "interpolation_matrix")
+    if old == new:
+        return np.eye(new)
+    return _KERNELS[_AXIS_KERNEL[mode]](old, new)
+
+
+def table_resize_matrix(shape, new_length, mode: str = "linear") -> np.ndarray:
+    """Check the arguments of ``resize_table`` and return its ``(new, old)`` matrix.
+
+    Args:
+        shape: the table's shape, which must be ``(length, dim)``.
+        new_length: the new number of rows.
+        mode: one of :data:`MODES_1D`.
+
+    Returns:
+        float64 NumPy array of shape ``(new_length, length)``.
+    """
+    shape = tuple(shape)
+    if len(shape) != 2:
+        raise ValueError(
+            f"resize_table: table must have rank 2, (length, dim), got shape {shape} "
+            f"(rank {len(shape)}); for a ViT grid of positions use resize_table_2d."
+        )
+    new_length = check_positive_int(
+        "new_length", new_length, fix="resize_table needs at least one row.")
+    _check_mode(mode, MODES_1D, "resize_table")
+    if shape[0] == 0:
+        raise ValueError("resize_table: the table has no rows; there is nothing to resample.")
+    return interpolation_matrix(shape[0], new_length, mode)
+
+
+def _check_hw(name: str, hw) -> tuple[int, int]:
+    ok = (isinstance(hw, (tuple, list)) and len(hw) == 2
+          and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v > 0
+                  for v in hw))
+    if not ok:
+        raise ValueError(
+            f"resize_table_2d: {name} must be a (height, width) pair of positive integers, "
+            f"got {name}={hw!r}."
+        )
+    return int(hw[0]), int(hw[1])
+
+
+def grid_resize_matrices(shape, old_hw, new_hw, prefix_tokens: int = 0,
+                         mode: str = "bicubic") -> tuple[np.ndarray, np.ndarray]:
+    """Check the arguments of ``resize_table_2d`` and return its two matrices.
+
+    Args:
+        shape: the table's shape, which must be
+            ``(prefix_tokens + old_h * old_w, dim)``.
+        old_hw: ``(old_h, old_w)``, the grid the table was trained on.
+        new_hw: ``(new_h, new_w)``, the grid wanted.
+        prefix_tokens: number of leading rows that are not on the grid (CLS,
+            distillation or register tokens).
+        mode: one of :data:`MODES_2D`.
+
+    Returns:
+        ``(rows, cols)``: float64 arrays of shapes ``(new_h, old_h)`` and
+        ``(new_w, old_w)``; the new grid is ``rows @ grid @ cols.T`` per channel.
+    """
+    shape = tuple(shape)
+    if len(shape) != 2:
+        raise ValueError(
+            f"resize_table_2d: table must have rank 2, (prefix_tokens + height * width, dim), "
+            f"got shape {shape} (rank {len(shape)}); flatten the grid row-major first."
+        )
+    old_h, old_w = _check_hw("old_hw", old_hw)
+    new_h, new_w = _check_hw("new_hw", new_hw)
+    if (isinstance(prefix_tokens, bool) or not isinstance(prefix_tokens, numbers.Integral)
+            or prefix_tokens < 0):
+        raise ValueError(
+            f"resize_table_2d: prefix_tokens must be a non-negative integer, "
+            f"got prefix_tokens={prefix_tokens!r}."
+        )
+    prefix_tokens = int(prefix_tokens)
+    _check_mode(mode, MODES_2D, "resize_table_2d")
+    rows = shape[0]
+    expected = prefix_tokens + old_h * old_w
+    if rows != expected:
+        fits = []
+        if rows >= old_h * old_w:
+            fits.append(f"prefix_tokens={rows - old_h * old_w} would fit old_hw=({old_h}, {old_w})")
+        side = math.isqrt(max(rows - prefix_tokens, 0))
+        if side > 0 and side * side == rows - prefix_tokens:
+            fits.append(f"old_hw=({side}, {side}) would fit prefix_tokens={prefix_tokens}")
+        raise ValueError(
+            f"resize_table_2d: the table has {rows} rows but prefix_tokens={prefix_tokens} "
+            f"plus old_hw=({old_h}, {old_w}) make {expected}; pass the grid the table was trained "
+            "on, and as prefix_tokens the number of leading rows that are not on it (1 for a "
+            "CLS token)" + (f": {'; '.join(fits)}" if fits else "") + "."
+        )
+    return (interpolation_matrix(old_h, new_h, _AXIS_KERNEL[mode]),
+            interpolation_matrix(old_w, new_w, _AXIS_KERNEL[mode]))
+
+
+# ---------------------------------------------------------------------------
+# Checks shared by LearnedEncoding and HybridEncoding in both faces.
+
+
+def check_init_std(init_std) -> float:
+    """The initial standard deviation must be a finite number > 0."""
+    try:
+        value = float(init_std)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not math.isfinite(value) or value <= 0.0:
+        raise ValueError(
+            f"init_std must be a finite number greater than 0, got init_std={init_std!r}; "
+            "BERT and ViT use 0.02."
+        )
+    return value
+
+
+def check_scale(scale) -> float:
+    """The initial scale of the sinusoid must be a finite number."""
+    try:
+        value = float(scale)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not math.isfinite(value):
+        raise ValueError(f"scale must be a finite number, got scale={scale!r}; the usual value "
+                         "is 1.0 (the sinusoid as it is).")
+    return value
+
+
+def _fix(what: str, need: int) -> str:
+    if what == "LearnedEncoding":
+        return (f"build it with a larger max_len, or stretch a trained table with "
+                f"enc.resized({need}) (resize_table; resize_table_2d for a ViT grid)")
+    return (f"build it with a larger max_len, or stretch a trained offset table with "
+            f"resize_table(enc.offset, {need})")
+
+
+def check_length(what: str, length: int, max_len: int) -> None:
+    """Raise if a sequence of ``length`` positions does not fit a table of ``max_len`` rows."""
+    if length > max_len:
+        raise ValueError(
+            f"{what}: sequence length {length} exceeds the table's max_len={max_len}; "
+            f"{_fix(what, length)}."
+        )
+
+
+def check_position_range(what: str, low: int, high: int, max_len: int) -> None:
+    """Raise if positions ``low .. high`` do not all index a table of ``max_len`` rows."""
+    if low < 0 or high >= max_len:
+        raise ValueError(
+            f"{what}: positions must lie in 0 .. {max_len - 1} (the table's max_len={max_len}), "
+            f"got positions from {low} to {high}; negative positions have no row, and for "
+            f"larger ones {_fix(what, max(high + 1, max_len))}."
+        )
+
+
+def check_integer_positions(what: str, dtype: str) -> None:
+    """Learned tables are indexed, so their positions must be integers."""
+    if "int" not in dtype:
+        raise ValueError(
+            f"{what}: positions index a learned table, so they must be integers, got dtype "
+            f"{dtype}; round them, or use SinusoidalEncoding for fractional positions."
+        )

@@ -1,0 +1,308 @@
+"""Learned and hybrid absolute encodings (PyTorch face), and table resizing."""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+from torch import nn
+
+from posenc import resample
+from posenc._checks import check_base, check_even_dim, check_layout, check_positive_int
+from posenc.torch._util import as_positions, wide_dtype
+from posenc.torch.absolute import sinusoidal
+
+__all__ = ["resize_table", "resize_table_2d", "LearnedEncoding", "HybridEncoding"]
+
+
+def _as_table(table) -> torch.Tensor:
+    return table if torch.is_tensor(table) else torch.as_tensor(table)
+
+
+def _apply(matrix, table: torch.Tensor) -> torch.Tensor:
+    """``matrix @ table`` along the first axis, in float64 (float32 on MPS), autocast off."""
+    wide = wide_dtype(table.device)
+    m = torch.as_tensor(matrix, dtype=wide, device=table.device)
+    with torch.autocast(device_type=table.device.type, enabled=False):
+        return torch.einsum("nk,k...->n...", m, table.to(wide))
+
+
+def resize_table(table, new_length: int, *, mode: str = "linear") -> torch.Tensor:
+    """Resample a learned ``(length, dim)`` position table to ``new_length`` rows.
+
+    Row ``j`` of the result interpolates the old table at position
+    ``(j + 0.5) * length / new_length - 0.5``, as
+    ``torch.nn.functional.interpolate(..., align_corners=False)`` does; the
+    weights are the matrix :func:`posenc.resample.interpolation_matrix`, applied
+    in float64, so the Keras face gives the same numbers. This is how a model
+    trained on short sequences is given a longer table before fine-tuning on
+    long ones; the stretched positions are only a starting point.
+
+    Args:
+        table: ``(length, dim)`` tensor, e.g. ``LearnedEncoding.table``.
+        new_length: number of rows of the result, a positive int.
+        mode: ``"linear"`` (default), ``"cubic"`` (Keys, ``a = -0.75``) or
+            ``"nearest"``.
+
+    Returns:
+        Tensor ``(new_length, dim)`` of ``table``'s dtype and device; equal to
+        ``table`` when ``new_length == length``. Gradients flow to ``table``.
+
+    Example:
+        >>> resize_table(torch.tensor([[0.0], [1.0]]), 4).squeeze(-1)
+        tensor([0.0000, 0.2500, 0.7500, 1.0000])
+
+    References:
+        Devlin et al., "BERT: Pre-training of Deep Bidirectional Transformers
+        for Language Understanding", NAACL 2019 (the learned table).
+    """
+    table = _as_table(table)
+    matrix = resample.table_resize_matrix(table.shape, new_length, mode)
+    return _apply(matrix, table).to(table.dtype)
+
+
+def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0,
+                    mode: str = "bicubic") -> torch.Tensor:
+    """Resample a ViT position table from one patch grid to another.
+
+    The table holds ``prefix_tokens`` rows that are not on the grid (the CLS
+    token and the like) followed by a row-major ``old_h x old_w`` grid. The
+    prefix rows are kept as they are; the grid is interpolated separably, one
+    :func:`posenc.resample.interpolation_matrix` per axis, in float64. This is
+    what ViT does to fine-tune at a higher resolution than it was pre-trained
+    at (Dosovitskiy et al., section 3.2), with timm's conventions (bicubic,
+    ``a = -0.75``, ``align_corners=False``, no antialiasing).
+
+    Args:
+        table: ``(prefix_tokens + old_h * old_w, dim)`` tensor.
+        old_hw: ``(old_h, old_w)``, the grid the table was trained on.
+        new_hw: ``(new_h, new_w)``, the grid wanted.
+        prefix_tokens: number of leading non-grid rows. Default ``0``.
+        mode: ``"bicubic"`` (default), ``"bilinear"`` or ``"nearest"``.
+
+    Returns:
+        Tensor ``(prefix_tokens + new_h * new_w, dim)`` of ``table``'s dtype.
+
+    Example:
+        >>> table = torch.randn(1 + 14 * 14, 768)
+        >>> resize_table_2d(table, (14, 14), (24, 24), prefix_tokens=1).shape
+        torch.Size([577, 768])
+
+    References:
+        Dosovitskiy et al., "An Image is Worth 16x16 Words: Transformers for
+        Image Recognition at Scale", ICLR 2021, section 3.2.
+    """
+    table = _as_table(table)
+    rows, cols = resample.grid_resize_matrices(table.shape, old_hw, new_hw, prefix_tokens, mode)
+    (old_h, old_w), dim = old_hw, table.shape[-1]
+    prefix, grid = table[:prefix_tokens], table[prefix_tokens:]
+    grid = _apply(rows, grid.reshape(old_h, old_w, dim))    # (new_h, old_w, dim)
+    grid = _apply(cols, grid.transpose(0, 1))              # (new_w, new_h, dim)
+    grid = grid.transpose(0, 1).reshape(-1, dim).to(table.dtype)
+    return torch.cat((prefix, grid), dim=0)
+
+
+def _positions(what: str, positions, max_len: int, device) -> torch.Tensor:
+    """Checked integer positions: an int n becomes ``arange(n)``."""
+    if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
+        n = check_positive_int("positions", positions, fix="Pass a sequence length of at least 1.")
+        resample.check_length(what, n, max_len)
+        return torch.arange(n, device=device)
+    pos = as_positions(positions, device=device)
+    resample.check_integer_positions(what, str(pos.dtype).replace("torch.", ""))
+    if pos.numel():
+        low, high = torch.aminmax(pos)
+        resample.check_position_range(what, int(low), int(high), max_len)
+    return pos.to(device)
+
+
+def _check_x(what: str, x: torch.Tensor, dim: int) -> None:
+    if x.dim() < 2 or x.shape[-1] != dim:
+        raise ValueError(
+            f"{what}: x must be (..., seq, dim) with dim={dim}, got x.shape={tuple(x.shape)}; "
+            f"build the encoding with dim={x.shape[-1]} or project x to the model width first."
+        )
+
+
+class LearnedEncoding(nn.Module):
+    """Adds a learned position table to token embeddings (BERT, GPT-2, ViT).
+
+    Each position ``p < max_len`` owns a trainable row ``table[p]``, and
+    ``forward(x)`` returns ``x + table[positions]``. Devlin et al. (BERT) and
+    Radford et al. (GPT-2) learn such a table instead of the fixed sinusoids of
+    Vaswani et al., who found the two about equally good; Dosovitskiy et al.
+    (ViT) learn one row per image patch plus one for the CLS token, so a ViT
+    uses ``max_len = 1 + H * W``. The table is initialised like BERT's: a normal
+    distribution of standard deviation ``init_std`` truncated at two standard
+    deviations.
+
+    The price is a hard maximum length: a sequence longer than ``max_len`` (or
+    a position outside ``0 .. max_len-1``) raises ``ValueError``. To fine-tune
+    at a new length, :meth:`resized` (:meth:`resized_2d` for a ViT grid) gives a
+    copy whose table is resampled.
+
+    Args:
+        max_len: number of positions (rows of the table).
+        dim: feature dimension; must equal ``x.shape[-1]``.
+        init_std: standard deviation of the initial table. Default ``0.02``
+            (BERT, ViT).
+
+    Call arguments:
+        x: ``(batch, seq, dim)`` (any leading shape) embeddings, ``seq <= max_len``.
+        positions: optional ``(seq,)`` or ``(batch, seq)`` integer positions;
+            default ``0 .. seq-1``.
+
+    Returns:
+        ``x + table[positions]``, of ``x``'s shape and dtype.
+
+    Example:
+        >>> enc = LearnedEncoding(512, 64)
+        >>> enc(torch.zeros(2, 10, 64)).shape
+        torch.Size([2, 10, 64])
+        >>> enc.resized(1024).table.shape
+        torch.Size([1024, 64])
+
+    References:
+        Devlin et al., "BERT: Pre-training of Deep Bidirectional Transformers
+        for Language Understanding", NAACL 2019.
+        Radford et al., "Language Models are Unsupervised Multitask Learners",
+        OpenAI, 2019 (GPT-2).
+        Dosovitskiy et al., "An Image is Worth 16x16 Words: Transformers for
+        Image Recognition at Scale", ICLR 2021.
+    """
+
+    def __init__(self, max_len: int, dim: int, *, init_std: float = 0.02):
+        super().__init__()
+        self.max_len = check_positive_int("max_len", max_len)
+        self.dim = check_positive_int("dim", dim)
+        self.init_std = resample.check_init_std(init_std)
+        self.table = nn.Parameter(torch.empty(self.max_len, self.dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw the table again: truncated normal, ``init_std``, cut at 2 std."""
+        s = self.init_std
+        nn.init.trunc_normal_(self.table, std=s, a=-2.0 * s, b=2.0 * s)
+
+    def extra_repr(self) -> str:
+        return f"max_len={self.max_len}, dim={self.dim}, init_std={self.init_std}"
+
+    def encoding(self, positions) -> torch.Tensor:
+        """The rows alone (float32) for ``positions`` (an int n or an int tensor)."""
+        pos = _positions("LearnedEncoding", positions, self.max_len, self.table.device)
+        if isinstance(positions, numbers.Integral):
+            return self.table[: pos.shape[0]].float()
+        return self.table[pos].float()
+
+    def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
+        _check_x("LearnedEncoding", x, self.dim)
+        pe = self.encoding(x.shape[-2] if positions is None else positions)
+        return x + pe.to(device=x.device, dtype=x.dtype)
+
+    def resized(self, new_max_len: int, *, mode: str = "linear") -> "LearnedEncoding":
+        """A new module whose table is this one's resampled to ``new_max_len`` rows.
+
+        Args:
+            new_max_len: the new ``max_len``.
+            mode: see :func:`resize_table`. Default ``"linear"``.
+
+        Returns:
+            A ``LearnedEncoding(new_max_len, dim, init_std=...)`` on this
+            module's device and dtype, with the resampled table.
+        """
+        with torch.no_grad():
+            table = resize_table(self.table, new_max_len, mode=mode)
+        return self._with_table(table)
+
+    def resized_2d(self, old_hw, new_hw, *, prefix_tokens: int = 0,
+                   mode: str = "bicubic") -> "LearnedEncoding":
+        """A new module for a ViT on a ``new_hw`` patch grid (see :func:`resize_table_2d`).
+
+        Args:
+            old_hw: ``(old_h, old_w)``, with ``prefix_tokens + old_h * old_w == max_len``.
+            new_hw: ``(new_h, new_w)``.
+            prefix_tokens: leading rows kept as they are (1 for the CLS token).
+            mode: ``"bicubic"`` (default), ``"bilinear"`` or ``"nearest"``.
+
+        Returns:
+            A ``LearnedEncoding(prefix_tokens + new_h * new_w, dim)`` with the
+            resampled table.
+        """
+        with torch.no_grad():
+            table = resize_table_2d(self.table, old_hw, new_hw, prefix_tokens=prefix_tokens,
+                                    mode=mode)
+        return self._with_table(table)
+
+    def _with_table(self, table: torch.Tensor) -> "LearnedEncoding":
+        new = LearnedEncoding(table.shape[0], self.dim, init_std=self.init_std)
+        new = new.to(device=self.table.device, dtype=self.table.dtype)
+        with torch.no_grad():
+            new.table.copy_(table)
+        new.table.requires_grad_(self.table.requires_grad)
+        return new.train(self.training)
+
+
+class HybridEncoding(nn.Module):
+    """Adds a scaled sinusoid plus a learned correction to token embeddings.
+
+    ``P(p) = scale * sinusoidal(p) + offset[p]``: the fixed encoding of
+    Vaswani et al. (computed, never a weight) gives every position a sensible
+    starting point and the relative structure of the sinusoids, while the
+    trainable ``offset`` table ``(max_len, dim)`` and the trainable scalar
+    ``scale`` let training adapt it. ``offset`` starts at zero, so at
+    initialisation the module equals ``scale * SinusoidalEncoding``. Like a
+    learned table, ``offset`` fixes a maximum length: longer sequences raise
+    ``ValueError``.
+
+    Args:
+        max_len: number of positions (rows of ``offset``).
+        dim: even feature dimension; must equal ``x.shape[-1]``.
+        base: wavelength base of the sinusoid. Default ``10000.0``.
+        layout: ``"interleaved"`` or ``"concat"``; see :func:`sinusoidal`.
+            Default ``"interleaved"``.
+        scale: initial value of the trainable ``scale`` weight. Default ``1.0``.
+
+    Call arguments:
+        x: ``(batch, seq, dim)`` (any leading shape) embeddings, ``seq <= max_len``.
+        positions: optional ``(seq,)`` or ``(batch, seq)`` integer positions;
+            default ``0 .. seq-1``.
+
+    Returns:
+        ``x + P(positions)``, of ``x``'s shape and dtype.
+
+    Example:
+        >>> enc = HybridEncoding(128, 16)
+        >>> enc(torch.zeros(2, 10, 16)).shape
+        torch.Size([2, 10, 16])
+
+    References:
+        Vaswani et al., "Attention Is All You Need", NeurIPS 2017, section 3.5.
+    """
+
+    def __init__(self, max_len: int, dim: int, *, base: float = 10000.0,
+                 layout: str = "interleaved", scale: float = 1.0):
+        super().__init__()
+        self.max_len = check_positive_int("max_len", max_len)
+        self.dim = check_even_dim(dim, what="HybridEncoding")
+        check_layout(layout)
+        self.base = check_base(base)
+        self.layout = layout
+        self.initial_scale = resample.check_scale(scale)
+        self.scale = nn.Parameter(torch.tensor(self.initial_scale))
+        self.offset = nn.Parameter(torch.zeros(self.max_len, self.dim))
+
+    def extra_repr(self) -> str:
+        return (f"max_len={self.max_len}, dim={self.dim}, base={self.base}, "
+                f"layout={self.layout!r}, scale={self.initial_scale}")
+
+    def encoding(self, positions) -> torch.Tensor:
+        """``P(positions)`` alone (float32) for an int n or an int tensor."""
+        pos = _positions("HybridEncoding", positions, self.max_len, self.offset.device)
+        sinusoid = sinusoidal(pos, self.dim, base=self.base, layout=self.layout)
+        return self.scale.float() * sinusoid + self.offset[pos].float()
+
+    def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
+        _check_x("HybridEncoding", x, self.dim)
+        pe = self.encoding(x.shape[-2] if positions is None else positions)
+        return x + pe.to(device=x.device, dtype=x.dtype)
+

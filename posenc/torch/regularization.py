@@ -1,0 +1,289 @@
+"""Regularised positional encodings (PyTorch face).
+
+Training-time noise on the encoding ``P`` itself, so a model cannot lean on one
+exact position code: element dropout, whole-channel dropout and additive
+Gaussian noise, plus :class:`RegularizedEncoding`, which wraps any absolute
+encoding and returns ``x + regularised P``. All of them are the exact identity
+in evaluation mode (``module.eval()``) and preserve the expected value of ``P``
+in training mode.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from posenc.structured_core import check_rate, check_seed, check_std
+
+__all__ = ["EncodingDropout", "ChannelDropout", "GaussianNoise", "RegularizedEncoding"]
+
+
+class _Regularizer(nn.Module):
+    """Shared plumbing: a seed and one ``torch.Generator`` per device."""
+
+    def __init__(self, seed, what: str):
+        super().__init__()
+        self.seed = check_seed(seed, what=what)
+        self._generators: dict[str, torch.Generator] = {}
+
+    def _generator(self, device: torch.device):
+        """``None`` (the global RNG) without a seed; otherwise this device's generator."""
+        if self.seed is None:
+            return None
+        key = str(device)
+        if key not in self._generators:
+            generator = torch.Generator(device=device)
+            generator.manual_seed(self.seed)
+            self._generators[key] = generator
+        return self._generators[key]
+
+    def _uniform(self, shape, device) -> torch.Tensor:
+        return torch.rand(shape, generator=self._generator(device), device=device)
+
+
+def _check_encoding(encoding: torch.Tensor, what: str) -> None:
+    if encoding.dim() < 2:
+        raise ValueError(
+            f"{what}: the encoding must be (..., seq, dim), got shape {tuple(encoding.shape)}; "
+            "add a sequence axis first."
+        )
+
+
+class EncodingDropout(_Regularizer):
+    """Inverted dropout on the entries of a positional encoding.
+
+    Srivastava et al. (2014) zero each unit with probability ``rate`` during
+    training and scale the survivors by ``1 / (1 - rate)``, so the expected
+    value is unchanged and evaluation needs no rescaling. Applied to ``P``
+    rather than to ``x + P``, it removes random parts of the position code
+    while the token content passes through untouched.
+
+    Args:
+        rate: float in ``[0, 1)``, the probability of zeroing an entry.
+        seed: optional int; with a seed the masks are reproducible (one
+            ``torch.Generator`` per device), without one they come from
+            PyTorch's global generator.
+
+    Call arguments:
+        encoding: ``(..., seq, dim)`` tensor ``P``; any dtype.
+
+    Returns:
+        Tensor of the shape and dtype of ``encoding``; ``encoding`` itself in
+        evaluation mode or when ``rate == 0``.
+
+    Example:
+        >>> drop = EncodingDropout(0.1, seed=0)
+        >>> drop(torch.ones(2, 4, 8)).shape
+        torch.Size([2, 4, 8])
+
+    References:
+        Srivastava et al., "Dropout: A Simple Way to Prevent Neural Networks
+        from Overfitting", JMLR 15, 2014.
+    """
+
+    def __init__(self, rate: float, *, seed: int | None = None):
+        super().__init__(seed, "EncodingDropout")
+        self.rate = check_rate("rate", rate, what="EncodingDropout")
+
+    def extra_repr(self) -> str:
+        return f"rate={self.rate}, seed={self.seed}"
+
+    def forward(self, encoding: torch.Tensor) -> torch.Tensor:
+        _check_encoding(encoding, "EncodingDropout")
+        if not self.training or self.rate == 0.0:
+            return encoding
+        keep = self._uniform(encoding.shape, encoding.device) >= self.rate
+        return torch.where(keep, encoding / (1.0 - self.rate), torch.zeros_like(encoding))
+
+
+class ChannelDropout(_Regularizer):
+    """Drops whole channels of a positional encoding, the same ones at every position.
+
+    The spatial dropout of Tompson et al. (2015) zeroes whole feature maps
+    instead of single activations, because neighbouring activations are
+    strongly correlated and dropping one alone hides nothing. The channels of
+    a position code are correlated along the sequence in the same way (a
+    sinusoid pair is smooth in the position), so here one mask of shape
+    ``(..., 1, dim)`` per example is shared by all positions: a dropped channel
+    is gone from the whole sequence, for example a whole frequency band of a
+    sinusoidal code. Survivors are scaled by ``1 / (1 - rate)``.
+
+    Args:
+        rate: float in ``[0, 1)``, the probability of dropping a channel.
+        seed: optional int for reproducible masks.
+
+    Call arguments:
+        encoding: ``(..., seq, dim)`` tensor ``P``; every leading index (the
+            example) draws its own mask. A ``(seq, dim)`` encoding draws one.
+
+    Returns:
+        Tensor of the shape and dtype of ``encoding``; ``encoding`` itself in
+        evaluation mode or when ``rate == 0``.
+
+    Example:
+        >>> drop = ChannelDropout(0.5, seed=0)
+        >>> out = drop(torch.ones(2, 4, 8))
+        >>> bool((out == out[:, :1]).all())  # the same channels at every position
+        True
+
+    References:
+        Tompson et al., "Efficient Object Localization Using Convolutional
+        Networks", CVPR 2015 (spatial dropout).
+    """
+
+    def __init__(self, rate: float, *, seed: int | None = None):
+        super().__init__(seed, "ChannelDropout")
+        self.rate = check_rate("rate", rate, what="ChannelDropout")
+
+    def extra_repr(self) -> str:
+        return f"rate={self.rate}, seed={self.seed}"
+
+    def forward(self, encoding: torch.Tensor) -> torch.Tensor:
+        _check_encoding(encoding, "ChannelDropout")
+        if not self.training or self.rate == 0.0:
+            return encoding
+        mask_shape = (*encoding.shape[:-2], 1, encoding.shape[-1])
+        keep = self._uniform(mask_shape, encoding.device) >= self.rate
+        return torch.where(keep, encoding / (1.0 - self.rate), torch.zeros_like(encoding))
+
+
+class GaussianNoise(_Regularizer):
+    """Adds zero-mean Gaussian noise to a positional encoding during training.
+
+    ``P + std * N(0, 1)``: the code of a position becomes a small cloud rather
+    than a point, so attention cannot rely on exact position codes. CAPE
+    (Likhomanenko et al., 2021) pursues the same goal by perturbing the
+    positions themselves (random global shifts, local shifts and scalings)
+    before a sinusoidal encoding; noise on the encoding is the simplest member
+    of that family and works for learned tables too. The noise is drawn in
+    float32 and then cast, so every dtype sees the same draws.
+
+    Args:
+        std: float ``>= 0``, the noise standard deviation (compare it with the
+            scale of ``P``: 1 for sinusoids, about 0.02 for a fresh learned table).
+        seed: optional int for reproducible noise.
+
+    Call arguments:
+        encoding: ``(..., seq, dim)`` tensor ``P``.
+
+    Returns:
+        Tensor of the shape and dtype of ``encoding``; ``encoding`` itself in
+        evaluation mode or when ``std == 0``.
+
+    Example:
+        >>> noise = GaussianNoise(0.1, seed=0)
+        >>> noise(torch.zeros(2, 4, 8)).shape
+        torch.Size([2, 4, 8])
+
+    References:
+        Likhomanenko et al., "CAPE: Encoding Relative Positions with
+        Continuous Augmented Positional Embeddings", NeurIPS 2021.
+    """
+
+    def __init__(self, std: float, *, seed: int | None = None):
+        super().__init__(seed, "GaussianNoise")
+        self.std = check_std("std", std, what="GaussianNoise")
+
+    def extra_repr(self) -> str:
+        return f"std={self.std}, seed={self.seed}"
+
+    def forward(self, encoding: torch.Tensor) -> torch.Tensor:
+        _check_encoding(encoding, "GaussianNoise")
+        if not self.training or self.std == 0.0:
+            return encoding
+        noise = torch.randn(encoding.shape, generator=self._generator(encoding.device),
+                            device=encoding.device)
+        return encoding + (self.std * noise).to(encoding.dtype)
+
+
+class RegularizedEncoding(nn.Module):
+    """Wraps an absolute encoding and regularises its ``P`` during training.
+
+    ``forward(x)`` returns ``x + R(P)`` where ``P = encoding.encoding(positions)``
+    and ``R`` applies, in this order, :class:`GaussianNoise` (``noise_std``),
+    :class:`EncodingDropout` (``dropout``) and :class:`ChannelDropout`
+    (``channel_dropout``); those set to 0 are skipped. ``P`` is broadcast to
+    the shape of ``x`` first, so every example draws its own masks and noise.
+    In evaluation mode ``R`` is the identity and the result equals the wrapped
+    module's own ``forward(x, positions)`` exactly. Each part preserves the
+    expected value of ``P`` (Srivastava et al., 2014; Tompson et al., 2015);
+    CAPE (Likhomanenko et al., 2021) motivates noise as an augmentation of
+    the position signal.
+
+    Args:
+        encoding: an absolute module with an ``encoding(positions)`` method
+            returning ``P`` (e.g. ``SinusoidalEncoding``); its parameters
+            stay trainable and appear under ``inner.`` in the state dict.
+        dropout: float in ``[0, 1)``, element dropout rate. Default ``0.0``.
+        channel_dropout: float in ``[0, 1)``, whole-channel dropout rate.
+            Default ``0.0``.
+        noise_std: float ``>= 0``, Gaussian noise standard deviation.
+            Default ``0.0``.
+        seed: optional int; the three parts use ``seed``, ``seed + 1`` and
+            ``seed + 2``.
+
+    Call arguments:
+        x: ``(batch, seq, dim)`` (any leading shape) embeddings.
+        positions: optional ``(seq,)`` or ``(batch, seq)`` positions, passed
+            to the wrapped encoding; default ``0 .. seq-1``.
+
+    Returns:
+        Tensor of the shape and dtype of ``x``.
+
+    Example:
+        >>> from posenc.torch.absolute import SinusoidalEncoding
+        >>> enc = RegularizedEncoding(SinusoidalEncoding(16), dropout=0.1, seed=0)
+        >>> enc(torch.zeros(2, 5, 16)).shape
+        torch.Size([2, 5, 16])
+
+    References:
+        Srivastava et al., "Dropout: A Simple Way to Prevent Neural Networks
+        from Overfitting", JMLR 15, 2014.
+        Tompson et al., "Efficient Object Localization Using Convolutional
+        Networks", CVPR 2015.
+        Likhomanenko et al., "CAPE: Encoding Relative Positions with
+        Continuous Augmented Positional Embeddings", NeurIPS 2021.
+    """
+
+    def __init__(self, encoding: nn.Module, *, dropout: float = 0.0,
+                 channel_dropout: float = 0.0, noise_std: float = 0.0,
+                 seed: int | None = None):
+        super().__init__()
+        if not isinstance(encoding, nn.Module) or not callable(getattr(encoding, "encoding", None)):
+            raise ValueError(
+                "RegularizedEncoding: encoding must be an absolute nn.Module with an "
+                "encoding(positions) method (e.g. SinusoidalEncoding), "
+                f"got {type(encoding).__name__}; "
+                "relative schemes (RoPE, biases) have no P to add and cannot be wrapped."
+            )
+        what = "RegularizedEncoding"
+        dropout = check_rate("dropout", dropout, what=what)
+        channel_dropout = check_rate("channel_dropout", channel_dropout, what=what)
+        noise_std = check_std("noise_std", noise_std, what=what)
+        seed = check_seed(seed, what=what)
+        self.inner = encoding
+        self.noise = GaussianNoise(noise_std, seed=seed)
+        self.dropout = EncodingDropout(dropout, seed=None if seed is None else seed + 1)
+        self.channel_dropout = ChannelDropout(channel_dropout,
+                                              seed=None if seed is None else seed + 2)
+
+    def extra_repr(self) -> str:
+        return (f"dropout={self.dropout.rate}, channel_dropout={self.channel_dropout.rate}, "
+                f"noise_std={self.noise.std}")
+
+    def encoding(self, positions) -> torch.Tensor:
+        """The clean encoding ``P`` of the wrapped module (no regularisation)."""
+        return self.inner.encoding(positions)
+
+    def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
+        if x.dim() < 2:
+            raise ValueError(
+                f"RegularizedEncoding: x must be (..., seq, dim), got x.shape={tuple(x.shape)}."
+            )
+        pe = self.inner.encoding(x.shape[-2] if positions is None else positions)
+        pe = pe.to(device=x.device)
+        active = self.noise.std > 0 or self.dropout.rate > 0 or self.channel_dropout.rate > 0
+        if self.training and active:
+            pe = pe.expand(torch.broadcast_shapes(pe.shape, x.shape))
+            pe = self.channel_dropout(self.dropout(self.noise(pe)))
+        return x + pe.to(dtype=x.dtype)

@@ -1,0 +1,568 @@
+"""Positions that are not ``0, 1, 2, ...`` (PyTorch face).
+
+Continuous time (irregular timestamps), tree paths, several modalities in one
+sequence, and a low-rank learned table. Each is an absolute encoding: a module
+whose ``forward`` returns ``x + P`` and whose ``encoding(...)`` returns ``P``
+alone in float32.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from posenc import core
+from posenc import structured_core as sc
+from posenc._checks import check_even_dim, check_layout, check_positive_int, check_rank
+from posenc.torch._util import as_positions, wide_dtype
+from posenc.torch.absolute import sinusoidal
+
+__all__ = [
+    "ContinuousTimeEncoding",
+    "Time2Vec",
+    "hierarchical",
+    "HierarchicalEncoding",
+    "modality_positions",
+    "MultimodalEncoding",
+    "LowRankEncoding",
+]
+
+
+# --------------------------------------------------------------------------- helpers
+
+_is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
+
+
+def _can_inspect(t: torch.Tensor) -> bool:
+    """Whether data-dependent checks may read ``t`` (not while compiling, not on meta)."""
+    return t.numel() > 0 and t.device.type != "meta" and not _is_compiling()
+
+
+def _check_x(x: torch.Tensor, dim: int, what: str) -> None:
+    if x.dim() < 2 or x.shape[-1] != dim:
+        raise ValueError(
+            f"{what}: x must be (..., seq, dim) with dim={dim}, got x.shape={tuple(x.shape)}; "
+            f"build the encoding with dim={x.shape[-1] if x.dim() else '...'} or project x "
+            "to the model width first."
+        )
+
+
+def _integer(t: torch.Tensor, name: str, what: str) -> torch.Tensor:
+    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+        raise sc.integer_positions_error(name, str(t.dtype).replace("torch.", ""), what=what)
+    return t
+
+
+def _check_index(t: torch.Tensor, name: str, limit: int, *, what: str, fix: str) -> None:
+    if _can_inspect(t):
+        lo, hi = torch.aminmax(t)
+        sc.check_index_values(name, int(lo), int(hi), limit, what=what, fix=fix)
+
+
+def _check_paths(paths: torch.Tensor, max_depth: int, *, what: str,
+                 max_children: int | None = None) -> torch.Tensor:
+    paths = _integer(torch.as_tensor(paths), "paths", what)
+    sc.check_paths_depth(paths.shape, max_depth, what=what)
+    if _can_inspect(paths):
+        lo, hi = torch.aminmax(paths)
+        gap = bool(((paths[..., 1:] >= 0) & (paths[..., :-1] < 0)).any())
+        sc.check_paths_values(int(lo), int(hi), gap, what=what, max_children=max_children)
+    return paths
+
+
+def _table_positions(positions, max_len: int, what: str, device) -> torch.Tensor:
+    """Integer positions for a table of ``max_len`` rows, checked."""
+    if isinstance(positions, int) and not isinstance(positions, bool):
+        n = check_positive_int("positions", positions)
+        sc.check_length(n, max_len, what=what)
+        return torch.arange(n, device=device)
+    pos = _integer(as_positions(positions, device=device), "positions", what)
+    _check_index(pos, "positions", max_len, what=what,
+                 fix="build it with a larger max_len, or restart positions per modality "
+                     "with modality_positions(...)")
+    return pos.to(device)
+
+
+# --------------------------------------------------------------------------- time
+
+class ContinuousTimeEncoding(nn.Module):
+    """Sinusoidal encoding of real-valued timestamps (irregular sampling).
+
+    The sinusoid of Vaswani et al. (2017) is defined for any real position, so
+    an event at time ``t`` can be encoded as ``sinusoidal(t / time_scale)``
+    instead of by its index: gaps of different lengths give different codes,
+    which an index cannot express for irregularly sampled series, event
+    streams or clinical records. The relative property survives: shifting
+    every timestamp by ``c`` multiplies each sine/cosine pair of every token by
+    the same rotation of angle ``c * w_i / time_scale``, so attention can read
+    elapsed time from ``P(t1) . P(t2)``. Angles are computed in float64, so
+    timestamps in the millions keep their fractional part.
+
+    Args:
+        dim: even feature dimension; must equal ``x.shape[-1]``.
+        time_scale: positive float, the unit of time: timestamps are divided by
+            it (choose about the shortest gap that should be distinguishable).
+            Default ``1.0``.
+        base: wavelength base. Default ``10000.0``.
+        layout: ``"interleaved"`` or ``"concat"``. Default ``"interleaved"``.
+
+    Call arguments:
+        x: ``(batch, seq, dim)`` embeddings.
+        timestamps: ``(batch, seq)`` or ``(seq,)`` times (float or int).
+
+    Returns:
+        Tensor of the shape and dtype of ``x``.
+
+    Example:
+        >>> enc = ContinuousTimeEncoding(16, time_scale=0.5)
+        >>> t = torch.tensor([[0.0, 0.3, 2.7], [0.0, 1.0, 1.1]])
+        >>> enc(torch.zeros(2, 3, 16), t).shape
+        torch.Size([2, 3, 16])
+
+    References:
+        Vaswani et al., "Attention Is All You Need", NeurIPS 2017, section 3.5.
+        Kazemi et al., "Time2Vec: Learning a Vector Representation of Time",
+        arXiv:1907.05321, 2019 (see :class:`Time2Vec` for a learned variant).
+    """
+
+    def __init__(self, dim: int, *, time_scale: float = 1.0, base: float = 10000.0,
+                 layout: str = "interleaved"):
+        super().__init__()
+        self.dim = check_even_dim(dim)
+        self.time_scale = sc.check_time_scale(time_scale)
+        check_layout(layout)
+        core.sinusoidal_inv_freq(dim, base)  # validates base
+        self.base = float(base)
+        self.layout = layout
+
+    def extra_repr(self) -> str:
+        return (f"dim={self.dim}, time_scale={self.time_scale}, base={self.base}, "
+                f"layout={self.layout!r}")
+
+    def encoding(self, timestamps) -> torch.Tensor:
+        """``P`` (float32) of shape ``(*timestamps.shape, dim)``."""
+        t = as_positions(timestamps, name="timestamps")
+        t = t.to(wide_dtype(t.device)) / self.time_scale
+        return sinusoidal(t, self.dim, base=self.base, layout=self.layout).float()
+
+    def forward(self, x: torch.Tensor, timestamps) -> torch.Tensor:
+        _check_x(x, self.dim, "ContinuousTimeEncoding")
+        timestamps = torch.as_tensor(timestamps, device=x.device)
+        check_rank("timestamps", timestamps.shape, (1, 2), what="ContinuousTimeEncoding")
+        if timestamps.shape[-1] != x.shape[-2]:
+            raise ValueError(
+                f"ContinuousTimeEncoding: timestamps must have one time per token, got "
+                f"timestamps.shape={tuple(timestamps.shape)} for x.shape={tuple(x.shape)}."
+            )
+        return x + self.encoding(timestamps).to(dtype=x.dtype)
+
+
+class Time2Vec(nn.Module):
+    """Time2Vec: one linear and ``dim - 1`` learned periodic features of time.
+
+    Kazemi et al. (2019) represent a time ``t`` by ``t2v(t)[0] = w_0 t + b_0``
+    (the non-periodic trend) and ``t2v(t)[i] = sin(w_i t + b_i)`` for
+    ``i >= 1``, with learned frequencies ``w`` and phases ``b``: a learned
+    analogue of the fixed sinusoid, able to discover the periods in the data
+    (days, weeks). The paper concatenates ``t2v(t)`` to the features; here it
+    is added to ``x`` like every absolute encoding (project or concatenate
+    yourself if you prefer). The linear channel is unbounded, so feed
+    timestamps on a scale of about one (e.g. in units of a typical gap),
+    relative to the start of the sequence.
+
+    Args:
+        dim: feature dimension (``>= 1``); must equal ``x.shape[-1]``.
+
+    Call arguments:
+        x: ``(batch, seq, dim)`` embeddings.
+        timestamps: ``(batch, seq)`` or ``(seq,)`` times (float or int).
+
+    Returns:
+        Tensor of the shape and dtype of ``x``.
+
+    Weights:
+        frequency: ``(dim,)``, the ``w_i``; initialised ``N(0, 1)``.
+        phase: ``(dim,)``, the ``b_i``; initialised ``N(0, 1)``.
+
+    Example:
+        >>> t2v = Time2Vec(8)
+        >>> t2v(torch.zeros(2, 3, 8), torch.tensor([0.0, 0.5, 3.0])).shape
+        torch.Size([2, 3, 8])
+
+    References:
+        Kazemi et al., "Time2Vec: Learning a Vector Representation of Time",
+        arXiv:1907.05321, 2019.
+    """
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = check_positive_int("dim", dim)
+        self.frequency = nn.Parameter(torch.empty(self.dim))
+        self.phase = nn.Parameter(torch.empty(self.dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.frequency)
+        nn.init.normal_(self.phase)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+    def encoding(self, timestamps) -> torch.Tensor:
+        """``P`` (float32) of shape ``(*timestamps.shape, dim)``."""
+        t = as_positions(timestamps, device=self.frequency.device, name="timestamps")
+        t = t.to(self.frequency.device)
+        with torch.autocast(device_type=t.device.type, enabled=False):
+            angles = t.float()[..., None] * self.frequency.float() + self.phase.float()
+            return torch.cat((angles[..., :1], torch.sin(angles[..., 1:])), dim=-1)
+
+    def forward(self, x: torch.Tensor, timestamps) -> torch.Tensor:
+        _check_x(x, self.dim, "Time2Vec")
+        timestamps = torch.as_tensor(timestamps, device=x.device)
+        check_rank("timestamps", timestamps.shape, (1, 2), what="Time2Vec")
+        return x + self.encoding(timestamps).to(dtype=x.dtype)
+
+
+# --------------------------------------------------------------------------- trees
+
+def hierarchical(paths, dim: int, *, max_depth: int, base: float = 10000.0) -> torch.Tensor:
+    """Fixed encoding of tree positions: one sinusoid block per level.
+
+    A node is addressed by its path from the root, ``paths[..., l]`` being its
+    child index at depth ``l`` (``-1`` below the node's depth). Level ``l``
+    owns channels ``l * w .. (l + 1) * w - 1`` with ``w = dim // max_depth``,
+    holding the interleaved sinusoid of that level's child index (zeros for
+    the padded levels). Siblings therefore share every channel of their
+    parent and differ only in their own level, and a node's encoding is its
+    parent's plus one block. Shiv & Quirk (2019) encode the same path as a
+    stack of one-hot child indices (newest step first, learned decay per
+    level); this is a fixed, root-aligned cousin with no limit on the number
+    of children.
+
+    Args:
+        paths: int tensor ``(..., max_depth)`` of child indices from the root,
+            padded with ``-1``.
+        dim: feature dimension, a multiple of ``2 * max_depth``.
+        max_depth: number of levels (keyword-only).
+        base: wavelength base. Default ``10000.0``.
+
+    Returns:
+        float32 tensor of shape ``(..., dim)``.
+
+    Example:
+        >>> paths = torch.tensor([[0, -1], [0, 2], [1, -1]])  # a child, its child, a sibling
+        >>> hierarchical(paths, 8, max_depth=2).shape
+        torch.Size([3, 8])
+
+    References:
+        Shiv & Quirk, "Novel positional encodings to enable tree-based
+        transformers", NeurIPS 2019.
+    """
+    width = sc.hierarchical_level_width(dim, max_depth)
+    paths = _check_paths(paths, max_depth, what="hierarchical")
+    present = (paths >= 0)[..., None]
+    pe = sinusoidal(paths.clamp(min=0), width, base=base)  # (..., max_depth, width)
+    return (pe * present).flatten(-2)
+
+
+class HierarchicalEncoding(nn.Module):
+    """Learned tree positions: the sum of one embedding per level of the path.
+
+    ``P(path) = sum_l level_tables[l, path[l]]`` over the levels the node
+    reaches (padded ``-1`` levels add nothing). Shiv & Quirk (2019) represent
+    a path as stacked one-hot child indices; a linear map of such a stack is
+    exactly a sum of per-level embedding rows, which this module learns
+    directly (root-aligned, without the paper's geometric decay). A child's
+    encoding is its parent's plus one row, so siblings share their parent's
+    part.
+
+    Args:
+        max_depth: number of levels a path may have.
+        max_children: largest branching factor; child indices run
+            ``0 .. max_children - 1``.
+        dim: feature dimension; must equal ``x.shape[-1]``.
+
+    Call arguments:
+        x: ``(batch, seq, dim)`` embeddings.
+        paths: int ``(batch, seq, max_depth)`` or ``(seq, max_depth)`` child
+            indices from the root, padded with ``-1``.
+
+    Returns:
+        Tensor of the shape and dtype of ``x``.
+
+    Weights:
+        level_tables: ``(max_depth, max_children, dim)``, initialised
+        ``N(0, 0.02^2)``.
+
+    Example:
+        >>> enc = HierarchicalEncoding(3, 4, 16)
+        >>> paths = torch.tensor([[0, -1, -1], [0, 3, -1], [0, 3, 1]])
+        >>> enc(torch.zeros(2, 3, 16), paths).shape
+        torch.Size([2, 3, 16])
+
+    References:
+        Shiv & Quirk, "Novel positional encodings to enable tree-based
+        transformers", NeurIPS 2019.
+    """
+
+    def __init__(self, max_depth: int, max_children: int, dim: int):
+        super().__init__()
+        self.max_depth = check_positive_int("max_depth", max_depth)
+        self.max_children = check_positive_int("max_children", max_children)
+        self.dim = check_positive_int("dim", dim)
+        self.level_tables = nn.Parameter(torch.empty(self.max_depth, self.max_children, self.dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.level_tables, std=sc.TABLE_INIT_STD)
+
+    def extra_repr(self) -> str:
+        return f"max_depth={self.max_depth}, max_children={self.max_children}, dim={self.dim}"
+
+    def encoding(self, paths) -> torch.Tensor:
+        """``P`` (float32) of shape ``(*paths.shape[:-1], dim)``."""
+        paths = _check_paths(torch.as_tensor(paths, device=self.level_tables.device),
+                             self.max_depth, what="HierarchicalEncoding",
+                             max_children=self.max_children)
+        offsets = torch.arange(self.max_depth, device=paths.device) * self.max_children
+        rows = self.level_tables.float().reshape(-1, self.dim)[paths.clamp(min=0) + offsets]
+        return (rows * (paths >= 0)[..., None]).sum(dim=-2)
+
+    def forward(self, x: torch.Tensor, paths) -> torch.Tensor:
+        _check_x(x, self.dim, "HierarchicalEncoding")
+        return x + self.encoding(paths).to(device=x.device, dtype=x.dtype)
+
+
+# --------------------------------------------------------------------------- modalities
+
+def modality_positions(modality_ids, *, num_modalities: int | None = None) -> torch.Tensor:
+    """Positions that restart at 0 in each modality: ``0, 1, 2, ...`` per modality.
+
+    Token ``i`` gets the number of earlier tokens of its own modality (a
+    cumulative count), so ``[0, 0, 1, 1, 1, 0]`` gives ``[0, 1, 0, 1, 2, 2]``.
+    Without ``num_modalities`` the count compares every pair of tokens
+    (``O(seq^2)`` memory, any integer ids); with it, a one-hot cumulative sum
+    (``O(seq * num_modalities)``, ids in ``0 .. num_modalities - 1``).
+
+    Args:
+        modality_ids: int tensor ``(..., seq)``.
+        num_modalities: optional number of modalities, for the one-hot path.
+
+    Returns:
+        int64 tensor of the shape of ``modality_ids``.
+
+    Example:
+        >>> modality_positions(torch.tensor([0, 0, 1, 1, 1, 0]))
+        tensor([0, 1, 0, 1, 2, 2])
+    """
+    ids = _integer(torch.as_tensor(modality_ids), "modality_ids", "modality_positions")
+    if ids.dim() < 1:
+        raise ValueError("modality_positions: modality_ids must be (..., seq), got a scalar.")
+    if num_modalities is None:
+        seq = ids.shape[-1]
+        same = ids[..., :, None] == ids[..., None, :]
+        earlier = torch.ones(seq, seq, dtype=torch.bool, device=ids.device).tril(-1)
+        return (same & earlier).sum(dim=-1)
+    num_modalities = check_positive_int("num_modalities", num_modalities)
+    _check_index(ids, "modality_ids", num_modalities, what="modality_positions",
+                 fix="pass a larger num_modalities, or none to count any ids")
+    one_hot = nn.functional.one_hot(ids.long(), num_modalities)
+    return (one_hot.cumsum(dim=-2) * one_hot).sum(dim=-1) - 1
+
+
+def _shared(enc: "MultimodalEncoding", ids, positions):
+    return sinusoidal(positions, enc.dim).float()
+
+
+def _per_modality(enc: "MultimodalEncoding", ids, positions):
+    table = enc.modality_tables.float().reshape(-1, enc.dim)
+    return table[ids * enc.max_len + positions]
+
+
+def _shared_offset(enc: "MultimodalEncoding", ids, positions):
+    return sinusoidal(positions, enc.dim).float() + enc.modality_embedding.float()[ids]
+
+
+#: mode -> function(encoding, modality_ids, positions) returning P.
+_MODES = {"shared": _shared, "per_modality": _per_modality, "shared_offset": _shared_offset}
+
+
+class MultimodalEncoding(nn.Module):
+    """Positions for sequences that mix modalities (text, image patches, audio).
+
+    Three ways to share position information between modalities, chosen by
+    ``mode``:
+
+    * ``"shared"``: one sinusoidal code for everyone, ``P = PE(pos)``; no
+      weights. Cheap, but the model cannot tell modalities apart by position.
+    * ``"per_modality"``: a learned table per modality,
+      ``P = modality_tables[m, pos]``; nothing is shared, ``pos < max_len``.
+    * ``"shared_offset"`` (default): ``P = PE(pos) + modality_embedding[m]``:
+      the shared sinusoid plus a learned vector per modality, like BERT's
+      segment embeddings.
+
+    ``positions`` default to ``0 .. seq-1`` over the whole sequence; pass
+    ``modality_positions(modality_ids)`` to restart them in each modality.
+
+    Text + image: image patches usually carry a 2D position. Add the grid code
+    ``sinusoidal_2d(rows, cols, dim)`` to the patch embeddings, concatenate
+    them after the text, and give every patch 1D position 0, so the shared
+    sinusoid adds only a constant to them while the text keeps its order::
+
+        text = torch.randn(2, 5, 64)                      # 5 text tokens
+        patches = torch.randn(2, 12, 64) + sinusoidal_2d(3, 4, 64)  # 3 x 4 grid
+        x = torch.cat((text, patches), dim=1)
+        ids = torch.tensor([0] * 5 + [1] * 12)
+        positions = torch.where(ids == 0, modality_positions(ids), 0)
+        enc = MultimodalEncoding(64, num_modalities=2, max_len=512)
+        y = enc(x, ids, positions)                         # (2, 17, 64)
+
+    Args:
+        dim: feature dimension (even for the modes with a sinusoid).
+        num_modalities: number of modalities; ids run ``0 .. num_modalities - 1``.
+        max_len: rows of each ``per_modality`` table (positions must be below
+            it); unused by the other modes.
+        mode: ``"shared"``, ``"per_modality"`` or ``"shared_offset"``.
+            Default ``"shared_offset"``.
+
+    Call arguments:
+        x: ``(batch, seq, dim)`` embeddings.
+        modality_ids: int ``(batch, seq)`` or ``(seq,)``.
+        positions: optional ``(batch, seq)`` or ``(seq,)`` positions (integers
+            for ``per_modality``); default ``0 .. seq-1``.
+
+    Returns:
+        Tensor of the shape and dtype of ``x``.
+
+    Weights:
+        modality_tables: ``(num_modalities, max_len, dim)`` (``per_modality``).
+        modality_embedding: ``(num_modalities, dim)`` (``shared_offset``).
+        Both initialised ``N(0, 0.02^2)``.
+
+    Example:
+        >>> enc = MultimodalEncoding(16, num_modalities=2, max_len=32)
+        >>> ids = torch.tensor([0, 0, 0, 1, 1])
+        >>> enc(torch.zeros(2, 5, 16), ids, modality_positions(ids)).shape
+        torch.Size([2, 5, 16])
+
+    References:
+        Vaswani et al., "Attention Is All You Need", NeurIPS 2017.
+        Devlin et al., "BERT: Pre-training of Deep Bidirectional Transformers
+        for Language Understanding", NAACL 2019 (segment embeddings).
+    """
+
+    def __init__(self, dim: int, *, num_modalities: int, max_len: int,
+                 mode: str = "shared_offset"):
+        super().__init__()
+        self.mode = sc.check_mode(mode)
+        self.dim = (check_positive_int("dim", dim) if mode == "per_modality"
+                    else check_even_dim(dim, what=f"MultimodalEncoding(mode={mode!r})"))
+        self.num_modalities = check_positive_int("num_modalities", num_modalities)
+        self.max_len = check_positive_int("max_len", max_len)
+        if mode == "per_modality":
+            self.modality_tables = nn.Parameter(
+                torch.empty(self.num_modalities, self.max_len, self.dim))
+        elif mode == "shared_offset":
+            self.modality_embedding = nn.Parameter(torch.empty(self.num_modalities, self.dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for p in self.parameters():
+            nn.init.normal_(p, std=sc.TABLE_INIT_STD)
+
+    def extra_repr(self) -> str:
+        return (f"dim={self.dim}, num_modalities={self.num_modalities}, "
+                f"max_len={self.max_len}, mode={self.mode!r}")
+
+    def encoding(self, modality_ids, positions=None) -> torch.Tensor:
+        """``P`` (float32) of shape ``(*broadcast(modality_ids, positions).shape, dim)``.
+
+        In ``"shared"`` mode the ids are not used and ``P`` has shape
+        ``(*positions.shape, dim)``.
+        """
+        what = "MultimodalEncoding"
+        device = next(self.parameters()).device if self.mode != "shared" else None
+        ids = _integer(torch.as_tensor(modality_ids, device=device), "modality_ids", what)
+        if ids.dim() < 1:
+            raise ValueError(f"{what}: modality_ids must be (seq,) or (batch, seq), got a scalar.")
+        _check_index(ids, "modality_ids", self.num_modalities, what=what,
+                     fix=f"build it with num_modalities={self.num_modalities + 1} or more")
+        if positions is None:
+            positions = ids.shape[-1]
+        if self.mode == "per_modality":
+            positions = _table_positions(positions, self.max_len, what, ids.device)
+        else:
+            positions = as_positions(positions, device=ids.device)
+        return _MODES[self.mode](self, ids.long(), positions.to(ids.device))
+
+    def forward(self, x: torch.Tensor, modality_ids, positions=None) -> torch.Tensor:
+        _check_x(x, self.dim, "MultimodalEncoding")
+        modality_ids = torch.as_tensor(modality_ids, device=x.device)
+        check_rank("modality_ids", modality_ids.shape, (1, 2), what="MultimodalEncoding")
+        return x + self.encoding(modality_ids, positions).to(device=x.device, dtype=x.dtype)
+
+
+# --------------------------------------------------------------------------- low rank
+
+class LowRankEncoding(nn.Module):
+    """A learned position table factorised as ``P = left @ right``.
+
+    A learned table has ``max_len * dim`` free numbers, but trained tables
+    are close to low rank (their rows vary smoothly with the position), so
+    the factorisation ``left (max_len, rank) @ right (rank, dim)`` keeps
+    ``rank * (max_len + dim)`` parameters instead: each position gets a
+    ``rank``-dimensional code, mapped to the model width by a shared
+    projection. ``rank = min(max_len, dim)`` can represent any table.
+
+    Args:
+        max_len: largest sequence length (rows of ``left``).
+        dim: feature dimension; must equal ``x.shape[-1]``.
+        rank: inner dimension, ``1 <= rank <= min(max_len, dim)``
+            (keyword-only).
+
+    Call arguments:
+        x: ``(batch, seq, dim)`` embeddings, ``seq <= max_len``.
+        positions: optional int ``(seq,)`` or ``(batch, seq)`` positions below
+            ``max_len``; default ``0 .. seq-1``.
+
+    Returns:
+        Tensor of the shape and dtype of ``x``.
+
+    Weights:
+        left: ``(max_len, rank)``; right: ``(rank, dim)``. Both initialised
+        ``N(0, s^2)`` with ``s = sqrt(0.02 / sqrt(rank))``, so the entries of
+        ``P`` start with standard deviation 0.02, like a fresh learned table.
+
+    Example:
+        >>> enc = LowRankEncoding(128, 64, rank=8)
+        >>> sum(p.numel() for p in enc.parameters())  # 8 * (128 + 64)
+        1536
+        >>> enc(torch.zeros(2, 10, 64)).shape
+        torch.Size([2, 10, 64])
+    """
+
+    def __init__(self, max_len: int, dim: int, *, rank: int):
+        super().__init__()
+        self.max_len, self.dim, self.rank = sc.check_low_rank(max_len, dim, rank)
+        self.left = nn.Parameter(torch.empty(self.max_len, self.rank))
+        self.right = nn.Parameter(torch.empty(self.rank, self.dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        std = sc.low_rank_init_std(self.rank)
+        nn.init.normal_(self.left, std=std)
+        nn.init.normal_(self.right, std=std)
+
+    def extra_repr(self) -> str:
+        return f"max_len={self.max_len}, dim={self.dim}, rank={self.rank}"
+
+    def encoding(self, positions) -> torch.Tensor:
+        """``P`` (float32) for ``positions`` (an int length or an int tensor)."""
+        pos = _table_positions(positions, self.max_len, "LowRankEncoding", self.left.device)
+        with torch.autocast(device_type=self.left.device.type, enabled=False):
+            return self.left.float()[pos] @ self.right.float()
+
+    def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
+        _check_x(x, self.dim, "LowRankEncoding")
+        pe = self.encoding(x.shape[-2] if positions is None else positions)
+        return x + pe.to(device=x.device, dtype=x.dtype)

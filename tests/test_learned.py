@@ -1,0 +1,571 @@
+"""Learned and hybrid encodings and table resizing, in both faces."""
+
+import keras
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from keras import ops
+
+import posenc.keras.learned as pk
+import posenc.torch.learned as pt
+import reference as ref
+from posenc.resample import interpolation_matrix
+
+FACES = {"torch": pt, "keras": pk}
+SETTINGS = settings(max_examples=25, deadline=None, derandomize=True)
+
+
+def tensor(face: str, array, dtype=None):
+    if face == "torch":
+        out = torch.as_tensor(np.asarray(array))
+        return out if dtype is None else out.to(getattr(torch, dtype))
+    out = ops.convert_to_tensor(np.asarray(array))
+    return out if dtype is None else ops.cast(out, dtype)
+
+
+def numpy(t) -> np.ndarray:
+    """float64 NumPy copy of a tensor or variable of either face (any backend)."""
+    if isinstance(t, keras.Variable):
+        t = t.value
+    if torch.is_tensor(t):
+        return t.detach().cpu().to(torch.float64).numpy()
+    return np.asarray(ops.convert_to_numpy(ops.cast(t, "float32")), dtype=np.float64)
+
+
+def dtype_name(t) -> str:
+    return keras.backend.standardize_dtype(t.dtype)
+
+
+def seeded(face: str, cls, *args, seed: int = 0, **kwargs):
+    """Build a module/layer with a fixed seed."""
+    if face == "torch":
+        torch.manual_seed(seed)
+    else:
+        keras.utils.set_random_seed(seed)
+    return cls(*args, **kwargs)
+
+
+def randomize(face: str, weight, seed: int = 0):
+    """Fill a weight with seeded normal noise (to test non-initial values)."""
+    value = np.random.default_rng(seed).normal(size=tuple(weight.shape)).astype(np.float32)
+    if face == "torch":
+        with torch.no_grad():
+            weight.copy_(torch.as_tensor(value))
+    else:
+        weight.assign(value)
+    return value
+
+
+@pytest.fixture(params=list(FACES))
+def face(request):
+    return request.param
+
+
+@pytest.fixture
+def mixed_bfloat16():
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
+# ---------------------------------------------------------------------------
+# Interpolation matrices against torch.nn.functional.interpolate.
+
+
+def torch_matrix_1d(old: int, new: int) -> np.ndarray:
+    basis = torch.eye(old, dtype=torch.float64)[None]  # (1, channels=old, length=old)
+    return F.interpolate(basis, size=new, mode="linear", align_corners=False)[0].T.numpy()
+
+
+def torch_matrix_2d(old_hw, new_hw, mode: str) -> np.ndarray:
+    n = old_hw[0] * old_hw[1]
+    basis = torch.eye(n, dtype=torch.float64).reshape(n, 1, *old_hw)
+    kwargs = {} if mode == "nearest-exact" else {"align_corners": False}
+    out = F.interpolate(basis, size=tuple(new_hw), mode=mode, **kwargs)
+    return out.reshape(n, -1).T.numpy()
+
+
+@SETTINGS
+@given(old=st.integers(1, 24), new=st.integers(1, 24))
+def test_linear_matrix_matches_torch(old, new):
+    matrix = interpolation_matrix(old, new, "linear")
+    assert matrix.shape == (new, old)
+    np.testing.assert_allclose(matrix, torch_matrix_1d(old, new), atol=1e-12)
+    np.testing.assert_allclose(matrix.sum(1), 1.0, atol=1e-12)
+    table = np.random.default_rng(old * 31 + new).normal(size=(old, 3))
+    np.testing.assert_allclose(matrix @ table, ref.interpolate_linear_1d(table, new), atol=1e-12)
+
+
+@pytest.mark.parametrize("mode, torch_mode", [("bilinear", "bilinear"), ("bicubic", "bicubic"),
+                                              ("nearest", "nearest-exact")])
+@SETTINGS
+@given(old_hw=st.tuples(st.integers(1, 8), st.integers(1, 8)),
+       new_hw=st.tuples(st.integers(1, 8), st.integers(1, 8)))
+def test_2d_matrices_match_torch(mode, torch_mode, old_hw, new_hw):
+    rows = interpolation_matrix(old_hw[0], new_hw[0], mode)
+    cols = interpolation_matrix(old_hw[1], new_hw[1], mode)
+    np.testing.assert_allclose(np.kron(rows, cols), torch_matrix_2d(old_hw, new_hw, torch_mode),
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("old, new", [(14, 24), (24, 14), (7, 3), (3, 7)])
+def test_up_and_downsampling_match_torch(mode, old, new):
+    m = interpolation_matrix(old, new, mode)
+    expected = torch_matrix_2d((old, 5), (new, 5), mode)
+    np.testing.assert_allclose(np.kron(m, np.eye(5)), expected, atol=1e-12)
+
+
+def test_bicubic_overshoots_and_linear_does_not():
+    # Keys' kernel with a = -0.75 has negative lobes; linear weights never do.
+    assert interpolation_matrix(4, 8, "bicubic").min() < -0.03
+    assert interpolation_matrix(4, 8, "linear").min() >= 0.0
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic", "bilinear", "bicubic"])
+def test_same_size_is_exactly_identity(mode):
+    np.testing.assert_array_equal(interpolation_matrix(9, 9, mode), np.eye(9))
+
+
+def test_matrix_errors():
+    with pytest.raises(ValueError, match=r"old must be a positive integer, got old=0"):
+        interpolation_matrix(0, 4)
+    with pytest.raises(ValueError, match=r"new must be a positive integer, got new=-2"):
+        interpolation_matrix(4, -2)
+    with pytest.raises(ValueError, match=r"interpolation_matrix: mode must be one of .*"
+                                         r"got mode='area'"):
+        interpolation_matrix(4, 8, "area")
+
+
+# ---------------------------------------------------------------------------
+# resize_table and resize_table_2d.
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic", "nearest"])
+@pytest.mark.parametrize("old, new", [(10, 25), (25, 10), (1, 4)])
+def test_resize_table_values(face, mode, old, new):
+    table = np.random.default_rng(0).normal(size=(old, 6)).astype(np.float32)
+    out = FACES[face].resize_table(tensor(face, table), new, mode=mode)
+    assert tuple(out.shape) == (new, 6)
+    assert dtype_name(out) == "float32"
+    expected = interpolation_matrix(old, new, mode) @ table.astype(np.float64)
+    np.testing.assert_allclose(numpy(out), expected, atol=1e-6)
+    if mode == "linear":
+        via_torch = F.interpolate(torch.as_tensor(table).double().T[None], size=new, mode="linear",
+                                  align_corners=False)[0].T
+        np.testing.assert_allclose(numpy(out), via_torch.numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["bicubic", "bilinear"])
+@pytest.mark.parametrize("old_hw, new_hw", [((4, 4), (7, 7)), ((6, 5), (3, 8))])
+def test_resize_table_2d_matches_interpolate_and_keeps_prefix(face, mode, old_hw, new_hw):
+    prefix, dim = 2, 5
+    table = np.random.default_rng(1).normal(size=(prefix + old_hw[0] * old_hw[1], dim))
+    table = table.astype(np.float32)
+    out = FACES[face].resize_table_2d(tensor(face, table), old_hw, new_hw,
+                                      prefix_tokens=prefix, mode=mode)
+    assert tuple(out.shape) == (prefix + new_hw[0] * new_hw[1], dim)
+    out = numpy(out)
+    np.testing.assert_array_equal(out[:prefix], table[:prefix])  # verbatim
+    grid = torch.as_tensor(table[prefix:]).reshape(*old_hw, dim).permute(2, 0, 1)[None]
+    expected = F.interpolate(grid.double(), size=new_hw, mode=mode, align_corners=False)
+    expected = expected[0].permute(1, 2, 0).reshape(-1, dim).numpy()
+    np.testing.assert_allclose(out[prefix:], expected, atol=1e-6)
+
+
+def test_resize_unchanged_size_is_exact_identity(face):
+    table = np.random.default_rng(2).normal(size=(1 + 12, 7)).astype(np.float32)
+    for mode in ("linear", "cubic", "nearest"):
+        out = FACES[face].resize_table(tensor(face, table), 13, mode=mode)
+        np.testing.assert_array_equal(numpy(out), table)
+    for mode in ("bicubic", "bilinear", "nearest"):
+        out = FACES[face].resize_table_2d(tensor(face, table), (3, 4), (3, 4), prefix_tokens=1,
+                                          mode=mode)
+        np.testing.assert_array_equal(numpy(out), table)
+
+
+def test_resize_keeps_bfloat16(face):
+    table = np.random.default_rng(3).normal(size=(8, 4)).astype(np.float32)
+    out = FACES[face].resize_table(tensor(face, table, "bfloat16"), 12)
+    assert dtype_name(out) == "bfloat16"
+    expected = interpolation_matrix(8, 12) @ table
+    np.testing.assert_allclose(numpy(out), expected, atol=3e-2)
+
+
+def test_resize_faces_agree():
+    table = np.random.default_rng(4).normal(size=(1 + 9, 16)).astype(np.float32)
+    for new in (4, 31):
+        a = pt.resize_table(torch.as_tensor(table), new, mode="cubic")
+        b = pk.resize_table(ops.convert_to_tensor(table), new, mode="cubic")
+        np.testing.assert_allclose(numpy(a), numpy(b), atol=1e-6)
+    a = pt.resize_table_2d(torch.as_tensor(table), (3, 3), (5, 2), prefix_tokens=1)
+    b = pk.resize_table_2d(ops.convert_to_tensor(table), (3, 3), (5, 2), prefix_tokens=1)
+    np.testing.assert_allclose(numpy(a), numpy(b), atol=1e-6)
+
+
+def test_torch_resize_passes_gradients():
+    table = torch.randn(6, 3, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    pt.resize_table(table, 9).sum().backward()
+    expected = interpolation_matrix(6, 9).sum(0)  # d(sum)/d(row i) = column sum of M
+    np.testing.assert_allclose(table.grad[:, 0].numpy(), expected, atol=1e-6)
+
+
+def test_resize_errors(face):
+    resize, resize_2d = FACES[face].resize_table, FACES[face].resize_table_2d
+    table = tensor(face, np.zeros((17, 4), np.float32))
+    with pytest.raises(ValueError, match=r"resize_table: table must have rank 2, \(length, dim\), "
+                                         r"got shape \(17,\)"):
+        resize(tensor(face, np.zeros(17, np.float32)), 5)
+    for n in (0, -4):
+        with pytest.raises(ValueError, match=rf"new_length must be a positive integer, "
+                                             rf"got new_length={n}"):
+            resize(table, n)
+    with pytest.raises(ValueError, match=r"resize_table: mode must be one of 'linear', 'nearest', "
+                                         r"'cubic', got mode='bicubic'; 'bicubic' is a mode of "
+                                         r"resize_table_2d"):
+        resize(table, 5, mode="bicubic")
+    with pytest.raises(ValueError,
+                       match=r"resize_table_2d: mode must be one of .*got mode='linear'"):
+        resize_2d(table, (4, 4), (5, 5), prefix_tokens=1, mode="linear")
+    with pytest.raises(ValueError, match=r"the table has 17 rows but prefix_tokens=0 plus "
+                                         r"old_hw=\(4, 4\) make 16; .*CLS token\): "
+                                         r"prefix_tokens=1 would fit old_hw=\(4, 4\)\.$"):
+        resize_2d(table, (4, 4), (5, 5))
+    with pytest.raises(ValueError, match=r"the table has 17 rows but prefix_tokens=1 plus "
+                                         r"old_hw=\(3, 3\) make 10; .*prefix_tokens=8 would fit "
+                                         r"old_hw=\(3, 3\); old_hw=\(4, 4\) would fit "
+                                         r"prefix_tokens=1"):
+        resize_2d(table, (3, 3), (5, 5), prefix_tokens=1)
+    with pytest.raises(ValueError, match=r"new_hw must be a \(height, width\) pair of positive "
+                                         r"integers, got new_hw=\(0, 5\)"):
+        resize_2d(table, (4, 4), (0, 5), prefix_tokens=1)
+    with pytest.raises(ValueError, match=r"old_hw must be a \(height, width\) pair"):
+        resize_2d(table, (16,), (5, 5), prefix_tokens=1)
+    with pytest.raises(ValueError, match=r"prefix_tokens must be a non-negative integer, "
+                                         r"got prefix_tokens=-1"):
+        resize_2d(table, (4, 4), (5, 5), prefix_tokens=-1)
+    with pytest.raises(ValueError, match=r"resize_table_2d: table must have rank 2"):
+        resize_2d(tensor(face, np.zeros((4, 4, 4), np.float32)), (4, 4), (5, 5))
+
+
+# ---------------------------------------------------------------------------
+# LearnedEncoding.
+
+
+def test_learned_initialisation(face):
+    enc = seeded(face, FACES[face].LearnedEncoding, 512, 64, init_std=0.05)
+    table = numpy(enc.table)
+    assert table.shape == (512, 64)
+    assert np.abs(table).max() <= 2 * 0.05 + 1e-7  # truncated at two standard deviations
+    assert np.abs(table).max() > 1.9 * 0.05
+    # a normal truncated at +-2 sigma has standard deviation 0.8796 sigma
+    assert abs(table.std() / 0.05 - 0.8796) < 0.02
+    assert abs(table.mean()) < 0.002
+    other = seeded(face, FACES[face].LearnedEncoding, 512, 64, init_std=0.05, seed=1)
+    assert not np.allclose(numpy(other.table), table)
+
+
+@SETTINGS
+@given(batch=st.integers(1, 3), seq=st.integers(1, 12), dim=st.integers(1, 9),
+       extra=st.integers(0, 5), bf16=st.booleans())
+def test_learned_forward_shapes_and_values(batch, seq, dim, extra, bf16):
+    x = np.random.default_rng(seq).normal(size=(batch, seq, dim)).astype(np.float32)
+    for face in FACES:
+        kwargs = {"dtype": "bfloat16"} if face == "keras" and bf16 else {}
+        enc = FACES[face].LearnedEncoding(seq + extra, dim, **kwargs)
+        table = randomize(face, enc.table, seed=dim)
+        out = enc(tensor(face, x, "bfloat16" if bf16 else None))
+        assert tuple(out.shape) == x.shape, face
+        assert dtype_name(out) == ("bfloat16" if bf16 else "float32"), face
+        expected = x + ref.learned(table, np.arange(seq))
+        np.testing.assert_allclose(numpy(out), expected, atol=5e-2 if bf16 else 1e-6,
+                                   err_msg=face)
+
+
+def test_learned_positions_and_encoding(face):
+    enc = FACES[face].LearnedEncoding(20, 4)
+    table = randomize(face, enc.table)
+    positions = np.array([[0, 5, 19], [3, 3, 1]])
+    x = np.zeros((2, 3, 4), np.float32)
+    out = enc(tensor(face, x), tensor(face, positions))
+    np.testing.assert_allclose(numpy(out), ref.learned(table, positions), atol=1e-6)
+    np.testing.assert_allclose(numpy(enc.encoding(7)), table[:7], atol=0)
+    assert dtype_name(enc.encoding(7)) == "float32"
+    np.testing.assert_allclose(numpy(enc.encoding(tensor(face, positions))),
+                               ref.learned(table, positions), atol=0)
+    explicit = enc(tensor(face, x), tensor(face, np.arange(3)))
+    np.testing.assert_array_equal(numpy(explicit), numpy(enc(tensor(face, x))))
+
+
+def test_learned_vit_prefix_and_grid(face):
+    h = w = 4
+    enc = FACES[face].LearnedEncoding(1 + h * w, 8)
+    table = randomize(face, enc.table)
+    x = np.zeros((2, 1 + h * w, 8), np.float32)
+    np.testing.assert_allclose(numpy(enc(tensor(face, x))), np.broadcast_to(table, x.shape),
+                               atol=0)
+    bigger = enc.resized_2d((h, w), (6, 6), prefix_tokens=1)
+    assert bigger.max_len == 37 and tuple(bigger.table.shape) == (37, 8)
+    np.testing.assert_array_equal(numpy(bigger.table)[0], table[0])
+    expected = FACES[face].resize_table_2d(tensor(face, table), (h, w), (6, 6), prefix_tokens=1)
+    np.testing.assert_array_equal(numpy(bigger.table), numpy(expected))
+    assert tuple(bigger(tensor(face, np.zeros((1, 37, 8), np.float32))).shape) == (1, 37, 8)
+
+
+def test_learned_resized(face):
+    enc = FACES[face].LearnedEncoding(16, 4, init_std=0.1)
+    table = randomize(face, enc.table)
+    longer = enc.resized(40)
+    assert isinstance(longer, FACES[face].LearnedEncoding)
+    assert (longer.max_len, longer.dim, longer.init_std) == (40, 4, 0.1)
+    np.testing.assert_allclose(numpy(longer.table), interpolation_matrix(16, 40) @ table,
+                               atol=1e-6)
+    np.testing.assert_array_equal(numpy(enc.resized(16).table), table)
+    np.testing.assert_allclose(numpy(enc.resized(8, mode="nearest").table),
+                               interpolation_matrix(16, 8, "nearest") @ table, atol=0)
+    randomize(face, longer.table, seed=9)  # the copy owns its table
+    np.testing.assert_array_equal(numpy(enc.table), table)
+    assert tuple(longer(tensor(face, np.zeros((1, 40, 4), np.float32))).shape) == (1, 40, 4)
+
+
+def test_learned_too_long(face):
+    enc = FACES[face].LearnedEncoding(20, 4)
+    with pytest.raises(ValueError, match=r"LearnedEncoding: sequence length 21 exceeds the "
+                                         r"table's max_len=20; build it with a larger max_len, or "
+                                         r"stretch a trained table with enc.resized\(21\)"):
+        enc(tensor(face, np.zeros((2, 21, 4), np.float32)))
+    with pytest.raises(ValueError, match=r"sequence length 30 exceeds the table's max_len=20"):
+        enc.encoding(30)
+    with pytest.raises(ValueError, match=r"positions must lie in 0 \.\. 19 \(the table's "
+                                         r"max_len=20\), got positions from 2 to 20; .*"
+                                         r"enc.resized\(21\)"):
+        enc(tensor(face, np.zeros((1, 2, 4), np.float32)), tensor(face, np.array([2, 20])))
+    with pytest.raises(ValueError, match=r"got positions from -1 to 3; negative positions"):
+        enc.encoding(tensor(face, np.array([[-1, 3]])))
+
+
+def test_learned_argument_errors(face):
+    cls = FACES[face].LearnedEncoding
+    with pytest.raises(ValueError, match=r"max_len must be a positive integer, got max_len=0"):
+        cls(0, 4)
+    with pytest.raises(ValueError, match=r"dim must be a positive integer, got dim=-1"):
+        cls(8, -1)
+    for bad in (0.0, -0.02, float("nan")):
+        with pytest.raises(ValueError, match=r"init_std must be a finite number greater than 0"):
+            cls(8, 4, init_std=bad)
+    enc = cls(8, 4)
+    with pytest.raises(ValueError, match=r"LearnedEncoding: x must be \(\.\.\., seq, dim\) with "
+                                         r"dim=4, got x.shape=\(1, 3, 5\)"):
+        enc(tensor(face, np.zeros((1, 3, 5), np.float32)))
+    with pytest.raises(ValueError, match=r"LearnedEncoding: positions index a learned table, so "
+                                         r"they must be integers, got dtype float32"):
+        enc(tensor(face, np.zeros((1, 2, 4), np.float32)),
+            tensor(face, np.array([0.0, 1.0], np.float32)))
+    with pytest.raises(ValueError, match=r"positions must be a positive integer, got positions=0"):
+        enc.encoding(0)
+
+
+# ---------------------------------------------------------------------------
+# HybridEncoding.
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "concat"])
+def test_hybrid_starts_as_scaled_sinusoid(face, layout):
+    enc = FACES[face].HybridEncoding(32, 8, base=100.0, layout=layout, scale=0.5)
+    np.testing.assert_array_equal(numpy(enc.offset), np.zeros((32, 8)))
+    assert float(numpy(enc.scale)) == 0.5
+    x = np.random.default_rng(5).normal(size=(2, 10, 8)).astype(np.float32)
+    out = enc(tensor(face, x))
+    np.testing.assert_allclose(numpy(out), x + 0.5 * ref.sinusoidal(10, 8, 100.0, layout),
+                               atol=1e-6)
+
+
+def test_hybrid_values_with_trained_weights(face):
+    enc = FACES[face].HybridEncoding(32, 8, layout="concat", scale=1.0)
+    offset = randomize(face, enc.offset, seed=6)
+    if face == "torch":
+        with torch.no_grad():
+            enc.scale.fill_(-1.5)
+    else:
+        enc.scale.assign(-1.5)
+    positions = np.array([[0, 31, 4], [7, 7, 2]])
+    expected = ref.hybrid(-1.5, offset, positions, layout="concat")
+    x = np.zeros((2, 3, 8), np.float32)
+    np.testing.assert_allclose(numpy(enc(tensor(face, x), tensor(face, positions))), expected,
+                               atol=1e-6)
+    np.testing.assert_allclose(numpy(enc.encoding(tensor(face, positions))), expected, atol=1e-6)
+    np.testing.assert_allclose(numpy(enc.encoding(5)), ref.hybrid(-1.5, offset, np.arange(5),
+                                                                  layout="concat"), atol=1e-6)
+
+
+def test_hybrid_sinusoid_is_not_a_weight():
+    t_names = {name for name, _ in pt.HybridEncoding(16, 4).named_parameters()}
+    assert t_names == {"scale", "offset"}
+    assert set(pt.HybridEncoding(16, 4).state_dict()) == {"scale", "offset"}
+    k_names = {w.path.split("/")[-1] for w in pk.HybridEncoding(16, 4).weights}
+    assert k_names == {"scale", "offset"}
+    assert tuple(pt.HybridEncoding(16, 4).scale.shape) == ()
+    assert tuple(pk.HybridEncoding(16, 4).scale.shape) == ()
+
+
+def test_hybrid_errors(face):
+    cls = FACES[face].HybridEncoding
+    with pytest.raises(ValueError, match=r"HybridEncoding: dim must be a multiple of 2 .*dim=5"):
+        cls(16, 5)
+    with pytest.raises(ValueError, match=r"base must be a finite number greater than 1"):
+        cls(16, 4, base=1.0)
+    with pytest.raises(ValueError, match=r"layout must be one of"):
+        cls(16, 4, layout="half")
+    with pytest.raises(ValueError, match=r"scale must be a finite number, got scale=nan"):
+        cls(16, 4, scale=float("nan"))
+    with pytest.raises(ValueError, match=r"max_len must be a positive integer, got max_len=-2"):
+        cls(-2, 4)
+    enc = cls(16, 4)
+    with pytest.raises(ValueError, match=r"HybridEncoding: sequence length 17 exceeds the table's "
+                                         r"max_len=16; build it with a larger max_len, or stretch "
+                                         r"a trained offset table with "
+                                         r"resize_table\(enc.offset, 17\)"):
+        enc(tensor(face, np.zeros((1, 17, 4), np.float32)))
+    with pytest.raises(ValueError, match=r"HybridEncoding: positions must lie in 0 \.\. 15"):
+        enc.encoding(tensor(face, np.array([16])))
+    with pytest.raises(ValueError, match=r"HybridEncoding: x must be \(\.\.\., seq, dim\) with "
+                                         r"dim=4"):
+        enc(tensor(face, np.zeros((1, 3, 8), np.float32)))
+
+
+# ---------------------------------------------------------------------------
+# PyTorch specifics.
+
+
+@pytest.mark.parametrize("cls", ["LearnedEncoding", "HybridEncoding"])
+def test_torch_state_dict_round_trip(cls):
+    torch.manual_seed(0)
+    enc = getattr(pt, cls)(12, 6)
+    with torch.no_grad():
+        for p in enc.parameters():
+            p.add_(torch.randn_like(p))
+    other = getattr(pt, cls)(12, 6)
+    other.load_state_dict(enc.state_dict())
+    x = torch.randn(2, 12, 6)
+    torch.testing.assert_close(other(x), enc(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("cls", ["LearnedEncoding", "HybridEncoding"])
+def test_torch_training_step_changes_used_rows_only(cls):
+    torch.manual_seed(0)
+    enc = getattr(pt, cls)(20, 4)
+    before = {n: p.detach().clone() for n, p in enc.named_parameters()}
+    opt = torch.optim.SGD(enc.parameters(), lr=0.5)
+    x, target = torch.randn(3, 7, 4), torch.randn(3, 7, 4)
+    loss = F.mse_loss(enc(x), target)
+    loss.backward()
+    opt.step()
+    name = "table" if cls == "LearnedEncoding" else "offset"
+    after = dict(enc.named_parameters())[name].detach()
+    assert (after[:7] - before[name][:7]).abs().min() > 0  # every used entry moved
+    torch.testing.assert_close(after[7:], before[name][7:], rtol=0, atol=0)
+    if cls == "HybridEncoding":
+        assert enc.scale.item() != before["scale"].item()
+    assert F.mse_loss(enc(x), target) < loss
+
+
+@pytest.mark.parametrize("cls", ["LearnedEncoding", "HybridEncoding"])
+def test_torch_autocast_bfloat16(cls):
+    torch.manual_seed(0)
+    proj, enc = torch.nn.Linear(8, 16), getattr(pt, cls)(40, 16)
+    with torch.no_grad():
+        for p in enc.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    x = torch.randn(2, 30, 8)
+    expected = enc(proj(x))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = enc(proj(x))
+    assert out.dtype == torch.bfloat16
+    assert enc.encoding(30).dtype == torch.float32
+    torch.testing.assert_close(out.float(), expected, atol=5e-2, rtol=2e-2)
+
+
+def test_torch_resized_keeps_dtype_and_mode():
+    enc = pt.LearnedEncoding(10, 4).to(torch.bfloat16).eval()
+    longer = enc.resized(15)
+    assert longer.table.dtype == torch.bfloat16 and not longer.training
+    assert longer.table.requires_grad
+
+
+# ---------------------------------------------------------------------------
+# Keras specifics.
+
+KERAS_CASES = [("LearnedEncoding", {"max_len": 12, "dim": 6, "init_std": 0.1}),
+               ("HybridEncoding", {"max_len": 12, "dim": 6, "base": 50.0, "layout": "concat",
+                                   "scale": 2.0})]
+
+
+@pytest.mark.parametrize("cls, kwargs", KERAS_CASES)
+def test_keras_config_round_trip(cls, kwargs):
+    layer = getattr(pk, cls)(**kwargs, name="pos")
+    config = layer.get_config()
+    assert kwargs.items() <= config.items()
+    clone = getattr(pk, cls).from_config(config)
+    assert clone.get_config() == config
+
+
+@pytest.mark.parametrize("cls, kwargs", KERAS_CASES)
+def test_keras_save_and_load(cls, kwargs, tmp_path):
+    inputs = keras.Input((9, 6))
+    layer = getattr(pk, cls)(**kwargs)
+    model = keras.Model(inputs, layer(inputs))
+    for w in layer.weights:
+        randomize("keras", w, seed=len(w.shape))
+    path = tmp_path / "m.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert isinstance(loaded.layers[-1], getattr(pk, cls))
+    x = np.random.default_rng(7).normal(size=(2, 9, 6)).astype(np.float32)
+    np.testing.assert_array_equal(numpy(loaded(x)), numpy(model(x)))
+    for a, b in zip(loaded.layers[-1].weights, layer.weights):
+        np.testing.assert_array_equal(numpy(a), numpy(b))
+
+
+@pytest.mark.parametrize("cls, kwargs", KERAS_CASES)
+def test_keras_symbolic_shapes(cls, kwargs):
+    layer = getattr(pk, cls)(**kwargs)
+    assert tuple(layer(keras.Input((None, 6))).shape) == (None, None, 6)
+    assert tuple(layer(keras.Input((9, 6), batch_size=2)).shape) == (2, 9, 6)
+    assert layer.compute_output_shape((None, 4, 6)) == (None, 4, 6)
+
+
+@pytest.mark.parametrize("cls, kwargs", KERAS_CASES)
+def test_keras_fit_changes_used_rows(cls, kwargs):
+    keras.utils.set_random_seed(0)
+    layer = getattr(pk, cls)(**kwargs)
+    model = keras.Sequential([keras.Input((7, 6)), layer])
+    model.compile(optimizer=keras.optimizers.SGD(0.5), loss="mse")
+    name = "table" if cls == "LearnedEncoding" else "offset"
+    weight = {w.path.split("/")[-1]: w for w in layer.weights}[name]
+    before = numpy(weight).copy()
+    rng = np.random.default_rng(8)
+    x, y = (rng.normal(size=(4, 7, 6)).astype("float32") for _ in range(2))
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0)
+    after = numpy(weight)
+    assert np.abs(after[:7] - before[:7]).min() > 0
+    np.testing.assert_array_equal(after[7:], before[7:])
+
+
+@pytest.mark.parametrize("cls, kwargs", KERAS_CASES)
+def test_keras_mixed_precision(cls, kwargs, mixed_bfloat16):
+    layer = getattr(pk, cls)(**kwargs)
+    assert layer.compute_dtype == "bfloat16"
+    assert all(dtype_name(w) == "float32" for w in layer.weights)
+    for w in layer.weights:
+        randomize("keras", w, seed=3)
+    x = np.random.default_rng(9).normal(size=(2, 8, 6)).astype(np.float32)
+    out = layer(x)
+    assert dtype_name(out) == "bfloat16"
+    expected = x + numpy(layer.encoding(8))
+    assert dtype_name(layer.encoding(8)) == "float32"
+    np.testing.assert_allclose(numpy(out), expected, atol=0.1, rtol=2e-2)

@@ -1,0 +1,378 @@
+"""Sinusoidal encodings in both faces: values, properties, precision, errors, parity."""
+
+import keras
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from keras import ops
+
+import posenc.keras.absolute as pk
+import posenc.torch.absolute as pt
+import reference as ref
+from posenc.interop import copy_weights
+
+FACES = {"torch": pt, "keras": pk}
+SETTINGS = settings(max_examples=20, deadline=None, derandomize=True)
+
+
+def tensor(face: str, array, dtype=None):
+    if face == "torch":
+        out = torch.as_tensor(np.asarray(array))
+        return out if dtype is None else out.to(getattr(torch, dtype))
+    out = ops.convert_to_tensor(np.asarray(array))
+    return out if dtype is None else ops.cast(out, dtype)
+
+
+def numpy(t) -> np.ndarray:
+    """float64 NumPy copy of a tensor of either face (any backend)."""
+    if torch.is_tensor(t):
+        return t.detach().cpu().to(torch.float64).numpy()
+    return np.asarray(ops.convert_to_numpy(ops.cast(t, "float32")), dtype=np.float64)
+
+
+def dtype_name(t) -> str:
+    return keras.backend.standardize_dtype(t.dtype)
+
+
+@pytest.fixture(params=list(FACES))
+def face(request):
+    return request.param
+
+
+@pytest.fixture
+def mixed_bfloat16():
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
+# ---------------------------------------------------------------------------
+# Values against the float64 reference.
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "concat"])
+@pytest.mark.parametrize("base", [10000.0, 100.0, 2.5, 1e6])
+@pytest.mark.parametrize("dim", [2, 6, 64])
+def test_sinusoidal_matches_reference(face, layout, base, dim):
+    out = FACES[face].sinusoidal(50, dim, base=base, layout=layout)
+    assert tuple(out.shape) == (50, dim)
+    assert dtype_name(out) == "float32"
+    np.testing.assert_allclose(numpy(out), ref.sinusoidal(50, dim, base, layout), atol=1e-6)
+
+
+def test_layouts_are_permutations_of_each_other(face):
+    inter = numpy(FACES[face].sinusoidal(20, 8, layout="interleaved"))
+    concat = numpy(FACES[face].sinusoidal(20, 8, layout="concat"))
+    np.testing.assert_array_equal(inter[:, 0::2], concat[:, :4])
+    np.testing.assert_array_equal(inter[:, 1::2], concat[:, 4:])
+    assert not np.allclose(inter, concat)
+
+
+@SETTINGS
+@given(shape=st.lists(st.integers(1, 4), min_size=0, max_size=3),
+       dim=st.integers(1, 16).map(lambda h: 2 * h),
+       layout=st.sampled_from(["interleaved", "concat"]),
+       base=st.sampled_from([10000.0, 500.0, 1.5]),
+       dtype=st.sampled_from(["int32", "int64", "float32", "float64"]),
+       seed=st.integers(0, 2**16))
+def test_any_positions_shape_and_dtype(shape, dim, layout, base, dtype, seed):
+    rng = np.random.default_rng(seed)
+    if dtype.startswith("int"):
+        positions = rng.integers(-1000, 5000, size=shape).astype(dtype)
+    else:
+        positions = rng.uniform(-1000.0, 5000.0, size=shape).astype(dtype)
+    expected = ref.sinusoidal(positions, dim, base, layout)
+    want_dtype = "float32" if dtype.startswith("int") else dtype
+    for face in FACES:
+        out = FACES[face].sinusoidal(tensor(face, positions), dim, base=base, layout=layout)
+        assert tuple(out.shape) == (*shape, dim), face
+        assert dtype_name(out) == want_dtype, face
+        np.testing.assert_allclose(numpy(out), expected, atol=1e-6, err_msg=face)
+
+
+def test_float_positions_between_integers(face):
+    positions = np.array([0.5, 2.25, 7.75], dtype=np.float32)
+    out = FACES[face].sinusoidal(tensor(face, positions), 16)
+    np.testing.assert_allclose(numpy(out), ref.sinusoidal(positions, 16), atol=1e-6)
+
+
+# ---------------------------------------------------------------------------
+# Precision at large positions.
+
+
+@pytest.mark.parametrize("dtype", ["int64", "float32"])
+def test_float32_result_is_accurate_near_a_million(face, dtype):
+    positions = (10**6 + np.arange(0, 2000, 7)).astype(dtype)  # exact in float32 too
+    expected = ref.sinusoidal(positions, 64)
+    out = FACES[face].sinusoidal(tensor(face, positions), 64)
+    assert dtype_name(out) == "float32"
+    assert np.abs(numpy(out) - expected).max() < 2e-3
+    # The naive float32 computation misses by far more: the test can fail.
+    naive = ref.naive_float32_sinusoidal(positions, 64)
+    assert np.abs(naive.astype(np.float64) - expected).max() > 2e-3
+
+
+# ---------------------------------------------------------------------------
+# The properties the book teaches.
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "concat"])
+@pytest.mark.parametrize("k", [1, 7, 50, 1234])
+def test_shift_is_a_fixed_block_rotation(face, layout, k):
+    dim, base = 16, 10000.0
+    positions = np.arange(0, 3000, 13)
+    pe = numpy(FACES[face].sinusoidal(tensor(face, positions), dim, layout=layout))
+    shifted = numpy(FACES[face].sinusoidal(tensor(face, positions + k), dim, layout=layout))
+    m_k = ref.shift_matrix(k, dim, base, layout)
+    np.testing.assert_allclose(pe @ m_k.T, shifted, atol=1e-5)
+    # A different k gives a different map: the check is not vacuous.
+    assert np.abs(pe @ ref.shift_matrix(k + 1, dim, base, layout).T - shifted).max() > 1e-2
+
+
+def test_shift_map_fitted_on_two_ranges_is_the_same_rotation(face):
+    dim, k = 8, 5
+    fitted = []
+    for start in (0, 40_000):
+        positions = np.arange(start, start + 4000, 11)
+        pe = numpy(FACES[face].sinusoidal(tensor(face, positions), dim))
+        shifted = numpy(FACES[face].sinusoidal(tensor(face, positions + k), dim))
+        m, *_ = np.linalg.lstsq(pe, shifted, rcond=None)  # pe @ m = shifted
+        fitted.append(m.T)
+    np.testing.assert_allclose(fitted[0], fitted[1], atol=1e-4)
+    np.testing.assert_allclose(fitted[0], ref.shift_matrix(k, dim), atol=1e-4)
+    for i in range(0, dim, 2):  # each 2x2 block is a rotation: orthogonal, det 1
+        block = fitted[0][i:i + 2, i:i + 2]
+        np.testing.assert_allclose(block @ block.T, np.eye(2), atol=1e-4)
+        assert abs(np.linalg.det(block) - 1.0) < 1e-4
+        fitted[0][i:i + 2, i:i + 2] = 0.0
+    assert np.abs(fitted[0]).max() < 1e-4  # nothing outside the blocks
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "concat"])
+def test_dot_product_depends_only_on_offset(face, layout):
+    dim, n = 32, 64
+    pe = numpy(FACES[face].sinusoidal(n, dim, layout=layout))
+    gram = pe @ pe.T
+    np.testing.assert_allclose(gram, gram.T, atol=1e-6)
+    np.testing.assert_allclose(gram[1:, 1:], gram[:-1, :-1], atol=1e-5)  # Toeplitz
+    delta = np.arange(n)[:, None] - np.arange(n)[None, :]
+    np.testing.assert_allclose(gram, ref.sinusoidal_dot(delta, dim), atol=1e-5)
+    np.testing.assert_allclose(np.diag(gram), dim / 2, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------
+# 2D.
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "concat"])
+@pytest.mark.parametrize("hw", [(1, 1), (3, 5), (4, 4)])
+def test_sinusoidal_2d_matches_reference_and_halves(face, layout, hw):
+    h, w = hw
+    dim = 16
+    out = FACES[face].sinusoidal_2d(h, w, dim, base=500.0, layout=layout)
+    assert tuple(out.shape) == (h * w, dim)
+    assert dtype_name(out) == "float32"
+    out = numpy(out)
+    np.testing.assert_allclose(out, ref.sinusoidal_2d(h, w, dim, 500.0, layout), atol=1e-6)
+    rows, cols = np.divmod(np.arange(h * w), w)
+    np.testing.assert_allclose(out[:, :dim // 2], ref.sinusoidal(rows, dim // 2, 500.0, layout),
+                               atol=1e-6)
+    np.testing.assert_allclose(out[:, dim // 2:], ref.sinusoidal(cols, dim // 2, 500.0, layout),
+                               atol=1e-6)
+
+
+# ---------------------------------------------------------------------------
+# Modules and layers.
+
+
+def test_module_adds_the_encoding(face):
+    x = np.random.default_rng(0).normal(size=(2, 9, 12)).astype(np.float32)
+    enc = FACES[face].SinusoidalEncoding(12, base=300.0, layout="concat")
+    out = enc(tensor(face, x))
+    assert tuple(out.shape) == x.shape
+    np.testing.assert_allclose(numpy(out), x + ref.sinusoidal(9, 12, 300.0, "concat"), atol=1e-6)
+    np.testing.assert_allclose(numpy(enc.encoding(9)), ref.sinusoidal(9, 12, 300.0, "concat"),
+                               atol=1e-6)
+
+
+def test_module_batched_positions(face):
+    x = np.zeros((2, 4, 8), np.float32)
+    positions = np.array([[0, 1, 2, 3], [10, 11, 12, 13]])
+    out = FACES[face].SinusoidalEncoding(8)(tensor(face, x), tensor(face, positions))
+    np.testing.assert_allclose(numpy(out), ref.sinusoidal(positions, 8), atol=1e-6)
+    explicit = FACES[face].SinusoidalEncoding(8)(tensor(face, x), tensor(face, np.arange(4)))
+    default = FACES[face].SinusoidalEncoding(8)(tensor(face, x))
+    np.testing.assert_array_equal(numpy(explicit), numpy(default))
+
+
+def test_torch_cache_grows_with_longer_sequences():
+    enc = pt.SinusoidalEncoding(8)
+    short = enc(torch.zeros(1, 3, 8))
+    long = enc(torch.zeros(1, 40, 8))
+    np.testing.assert_allclose(numpy(short)[0], ref.sinusoidal(3, 8), atol=1e-6)
+    np.testing.assert_allclose(numpy(long)[0], ref.sinusoidal(40, 8), atol=1e-6)
+    assert enc.state_dict() == {}  # the cache is not saved
+
+
+def test_torch_encoding_stays_float32_after_module_cast():
+    enc = pt.SinusoidalEncoding(8)
+    enc(torch.zeros(1, 600, 8))  # fills the cache in float32
+    enc = enc.to(torch.bfloat16)  # ... which this casts to bfloat16
+    pe = enc.encoding(500)
+    assert pe.dtype == torch.float32
+    np.testing.assert_allclose(numpy(pe), ref.sinusoidal(500, 8), atol=1e-6)
+
+
+def test_torch_state_dict_round_trip():
+    enc = pt.SinusoidalEncoding(8, base=77.0)
+    other = pt.SinusoidalEncoding(8, base=77.0)
+    other.load_state_dict(enc.state_dict())
+    x = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(other(x), enc(x))
+
+
+def test_torch_autocast_bfloat16():
+    torch.manual_seed(0)
+    proj = torch.nn.Linear(8, 16)
+    enc = pt.SinusoidalEncoding(16)
+    x = torch.randn(2, 30, 8)
+    expected = enc(proj(x))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = enc(proj(x))
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), expected, atol=5e-2, rtol=2e-2)
+
+
+def test_bfloat16_inputs_give_bfloat16_outputs(face):
+    x = np.random.default_rng(1).normal(size=(2, 30, 16)).astype(np.float32)
+    kwargs = {"dtype": "bfloat16"} if face == "keras" else {}
+    enc = FACES[face].SinusoidalEncoding(16, **kwargs)
+    out = enc(tensor(face, x, "bfloat16"))
+    assert dtype_name(out) == "bfloat16"
+    np.testing.assert_allclose(numpy(out), x + ref.sinusoidal(30, 16), atol=5e-2)
+    positions = FACES[face].sinusoidal(tensor(face, np.arange(30), "bfloat16"), 16)
+    assert dtype_name(positions) == "bfloat16"
+    np.testing.assert_allclose(numpy(positions), ref.sinusoidal(30, 16), atol=1e-2)
+
+
+def test_keras_mixed_precision(mixed_bfloat16):
+    enc = pk.SinusoidalEncoding(16)
+    assert enc.compute_dtype == "bfloat16"
+    x = np.random.default_rng(2).normal(size=(2, 10, 16)).astype(np.float32)
+    out = enc(x)
+    assert dtype_name(out) == "bfloat16"
+    np.testing.assert_allclose(numpy(out), x + ref.sinusoidal(10, 16), atol=5e-2)
+
+
+def test_keras_config_round_trip():
+    enc = pk.SinusoidalEncoding(12, base=123.0, layout="concat", name="pe")
+    config = enc.get_config()
+    assert {"dim": 12, "base": 123.0, "layout": "concat"}.items() <= config.items()
+    clone = pk.SinusoidalEncoding.from_config(config)
+    assert clone.get_config() == config
+    x = np.ones((1, 4, 12), np.float32)
+    np.testing.assert_array_equal(numpy(clone(x)), numpy(enc(x)))
+
+
+def test_keras_symbolic_shapes():
+    enc = pk.SinusoidalEncoding(16)
+    assert tuple(enc(keras.Input((None, 16))).shape) == (None, None, 16)
+    assert tuple(enc(keras.Input((7, 16), batch_size=3)).shape) == (3, 7, 16)
+    assert enc.compute_output_shape((None, 5, 16)) == (None, 5, 16)
+
+
+def test_keras_save_and_load(tmp_path):
+    inputs = keras.Input((6, 8))
+    model = keras.Model(inputs, pk.SinusoidalEncoding(8, base=50.0, layout="concat")(inputs))
+    path = tmp_path / "m.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    x = np.random.default_rng(3).normal(size=(2, 6, 8)).astype(np.float32)
+    np.testing.assert_allclose(numpy(loaded(x)), x + ref.sinusoidal(6, 8, 50.0, "concat"),
+                               atol=1e-6)
+    layer = loaded.layers[-1]
+    assert isinstance(layer, pk.SinusoidalEncoding)
+    assert (layer.base, layer.layout) == (50.0, "concat")
+
+
+# ---------------------------------------------------------------------------
+# Torch and Keras agree.
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "concat"])
+@pytest.mark.parametrize("base", [10000.0, 30.0])
+def test_faces_agree(layout, base):
+    positions = np.array([[0, 3, 99], [1000, 65_535, 10**6]])
+    a = pt.sinusoidal(torch.as_tensor(positions), 24, base=base, layout=layout)
+    b = pk.sinusoidal(ops.convert_to_tensor(positions), 24, base=base, layout=layout)
+    np.testing.assert_allclose(numpy(a), numpy(b), atol=1e-5)
+    a2 = pt.sinusoidal_2d(3, 7, 24, base=base, layout=layout)
+    b2 = pk.sinusoidal_2d(3, 7, 24, base=base, layout=layout)
+    np.testing.assert_allclose(numpy(a2), numpy(b2), atol=1e-5)
+
+
+def test_modules_agree_both_directions():
+    x = np.random.default_rng(4).normal(size=(3, 11, 10)).astype(np.float32)
+    t_enc = pt.SinusoidalEncoding(10, layout="concat")
+    k_enc = pk.SinusoidalEncoding(10, layout="concat")
+    copy_weights(t_enc, k_enc)  # weightless: nothing to copy, and no error
+    copy_weights(k_enc, t_enc)
+    np.testing.assert_allclose(numpy(t_enc(torch.as_tensor(x))), numpy(k_enc(x)), atol=1e-5)
+
+
+# ---------------------------------------------------------------------------
+# Errors.
+
+
+def test_odd_dim(face):
+    with pytest.raises(ValueError, match=r"dim must be a multiple of 2 .*got dim=7; use dim=8"):
+        FACES[face].sinusoidal(4, 7)
+    with pytest.raises(ValueError, match=r"dim must be a multiple of 2"):
+        FACES[face].SinusoidalEncoding(7)
+
+
+def test_2d_dim_not_multiple_of_four(face):
+    with pytest.raises(ValueError, match=r"sinusoidal_2d: dim must be a multiple of 4 .*got dim=6"):
+        FACES[face].sinusoidal_2d(2, 2, 6)
+
+
+def test_unknown_layout(face):
+    with pytest.raises(ValueError, match=r"layout must be one of 'interleaved', 'concat', "
+                                         r"got layout='half'"):
+        FACES[face].sinusoidal(4, 8, layout="half")
+    with pytest.raises(ValueError, match=r"layout must be one of"):
+        FACES[face].SinusoidalEncoding(8, layout="half")
+    with pytest.raises(ValueError, match=r"layout must be one of"):
+        FACES[face].sinusoidal_2d(2, 2, 8, layout="half")
+
+
+@pytest.mark.parametrize("n", [0, -3])
+def test_non_positive_lengths(face, n):
+    with pytest.raises(ValueError,
+                       match=rf"positions must be a positive integer, got positions={n}"):
+        FACES[face].sinusoidal(n, 8)
+    with pytest.raises(ValueError, match=rf"height must be a positive integer, got height={n}"):
+        FACES[face].sinusoidal_2d(n, 2, 8)
+    with pytest.raises(ValueError, match=rf"width must be a positive integer, got width={n}"):
+        FACES[face].sinusoidal_2d(2, n, 8)
+    with pytest.raises(ValueError, match=rf"dim must be a positive integer, got dim={n}"):
+        FACES[face].sinusoidal(4, n)
+
+
+@pytest.mark.parametrize("base", [1.0, 0.5, -2.0, float("inf")])
+def test_bad_base(face, base):
+    with pytest.raises(ValueError, match=r"base must be a finite number greater than 1"):
+        FACES[face].sinusoidal(4, 8, base=base)
+    with pytest.raises(ValueError, match=r"base must be a finite number greater than 1"):
+        FACES[face].SinusoidalEncoding(8, base=base)
+
+
+def test_x_last_dim_mismatch(face):
+    enc = FACES[face].SinusoidalEncoding(8)
+    with pytest.raises(ValueError, match=r"x must be \(\.\.\., seq, dim\) with dim=8, got "
+                                         r"x.shape=\(2, 3, 6\); build the encoding with dim=6"):
+        enc(tensor(face, np.zeros((2, 3, 6), np.float32)))
