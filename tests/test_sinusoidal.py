@@ -376,3 +376,16 @@ def test_x_last_dim_mismatch(face):
     with pytest.raises(ValueError, match=r"x must be \(\.\.\., seq, dim\) with dim=8, got "
                                          r"x.shape=\(2, 3, 6\); build the encoding with dim=6"):
         enc(tensor(face, np.zeros((2, 3, 6), np.float32)))
+
+
+def test_keras_mixed_precision_keeps_float_positions(mixed_bfloat16):
+    # 1000.5 is not a bfloat16 number: the layer must not round the positions it is given.
+    layer = pk.SinusoidalEncoding(8)
+    positions = np.array([1000.5], dtype="float32")
+    out = layer(ops.zeros((1, 1, 8)), positions=positions)
+    assert dtype_name(out) == "bfloat16"
+    want = ref.sinusoidal(np.array([1000.5]), 8)
+    rounded = ref.sinusoidal(np.array([1000.0]), 8)
+    got = ops.convert_to_numpy(ops.cast(out, "float32"))[0]
+    assert np.abs(got - want).max() < 1e-2
+    assert np.abs(got - rounded).max() > 5e-2

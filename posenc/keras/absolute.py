@@ -24,7 +24,8 @@ def sinusoidal(positions, dim: int, *, base: float = 10000.0, layout: str = "int
 
     Args:
         positions: an int ``n`` (meaning ``0 .. n-1``) or a tensor of positions
-            of any shape.
+            of any shape. Pass integer or float32 positions: float16 and
+            bfloat16 cannot hold every integer above 2048 and 256.
         dim: even feature dimension.
         base: wavelength base. Default ``10000.0``.
         layout: ``"interleaved"`` (sin, cos, sin, cos, ...: the paper, d2l,
@@ -59,10 +60,12 @@ def sinusoidal(positions, dim: int, *, base: float = 10000.0, layout: str = "int
 
 def sinusoidal_2d(height: int, width: int, dim: int, *, base: float = 10000.0,
                   layout: str = "interleaved"):
-    """2D sinusoidal encoding of a row-major ``height x width`` grid (ViT, MAE).
+    """2D sinusoidal encoding of a row-major ``height x width`` grid of patches.
 
     The first ``dim/2`` channels encode the row with :func:`sinusoidal`, the
-    last ``dim/2`` the column.
+    last ``dim/2`` the column. Fixed 2D tables like this are used by MoCo v3
+    and MAE; check a checkpoint's convention before loading it (MAE's released
+    code puts the column first and uses the concatenated layout).
 
     Args:
         height: number of rows (patches down).
@@ -115,6 +118,8 @@ class SinusoidalEncoding(keras.layers.Layer):
 
     def __init__(self, dim: int, *, base: float = 10000.0, layout: str = "interleaved",
                  **kwargs):
+        # autocast off: float positions must not be rounded to a bf16 compute dtype.
+        kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
         self.dim = check_even_dim(dim)
         check_layout(layout)

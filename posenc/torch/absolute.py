@@ -19,13 +19,14 @@ def sinusoidal(positions, dim: int, *, base: float = 10000.0,
     ``PE[p, 2i] = sin(p * w_i)`` and ``PE[p, 2i+1] = cos(p * w_i)`` with
     ``w_i = base ** (-2i / dim)``. Positions may be integers or floats of any
     shape; there is no maximum length. The angles are computed in float64
-    (float32 on Apple MPS) with autocast off, so the result stays accurate at
+    with autocast off (on the CPU for Apple MPS, which has no float64), so the result stays accurate at
     positions near a million, then cast to the positions' dtype (float32 for
     integer positions).
 
     Args:
         positions: an int ``n`` (meaning ``0 .. n-1``) or a tensor of positions
-            of any shape.
+            of any shape. Pass integer or float32 positions: float16 and
+            bfloat16 cannot hold every integer above 2048 and 256.
         dim: even feature dimension.
         base: wavelength base. Default ``10000.0``.
         layout: ``"interleaved"`` (sin, cos, sin, cos, ...: the paper, d2l,
@@ -46,6 +47,9 @@ def sinusoidal(positions, dim: int, *, base: float = 10000.0,
     check_layout(layout)
     inv_freq_np = core.sinusoidal_inv_freq(dim, base)
     pos = as_positions(positions)
+    if pos.device.type == "mps":
+        # MPS has no float64: compute on the CPU, where the angles are exact enough, then move.
+        return sinusoidal(pos.cpu(), dim, base=base, layout=layout).to(pos.device)
     wide = wide_dtype(pos.device)
     inv_freq = torch.as_tensor(inv_freq_np, dtype=wide, device=pos.device)
     with torch.autocast(device_type=pos.device.type, enabled=False):
@@ -60,10 +64,12 @@ def sinusoidal(positions, dim: int, *, base: float = 10000.0,
 
 def sinusoidal_2d(height: int, width: int, dim: int, *, base: float = 10000.0,
                   layout: str = "interleaved") -> torch.Tensor:
-    """2D sinusoidal encoding of a row-major ``height x width`` grid (ViT, MAE).
+    """2D sinusoidal encoding of a row-major ``height x width`` grid of patches.
 
     The first ``dim/2`` channels encode the row with :func:`sinusoidal`, the
-    last ``dim/2`` the column.
+    last ``dim/2`` the column. Fixed 2D tables like this are used by MoCo v3
+    and MAE; check a checkpoint's convention before loading it (MAE's released
+    code puts the column first and uses the concatenated layout).
 
     Args:
         height: number of rows (patches down).
