@@ -9,8 +9,11 @@ import numpy as np
 
 
 def sinusoidal(positions, dim: int, base: float = 10000.0, layout: str = "interleaved"):
-    """Vaswani et al. (2017), section 3.5, in float64: ``(*positions.shape, dim)``."""
-    pos = np.arange(positions) if np.isscalar(positions) else np.asarray(positions)
+    """Vaswani et al. (2017), section 3.5, in float64: ``(*positions.shape, dim)``.
+
+    A Python ``int`` n means ``0 .. n-1``; NumPy scalars and arrays are positions.
+    """
+    pos = np.arange(positions) if type(positions) is int else np.asarray(positions)
     pos = pos.astype(np.float64)
     out = np.empty((*pos.shape, dim))
     for i in range(dim // 2):

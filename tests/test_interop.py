@@ -10,19 +10,12 @@ import posenc.keras.learned as pk
 import posenc.torch.absolute as pt_absolute
 import posenc.torch.learned as pt
 from posenc.interop import copy_weights
+from faces import numpy
 
 CASES = [
     ("LearnedEncoding", (24, 8), {"init_std": 0.5}),
     ("HybridEncoding", (24, 8), {"base": 200.0, "layout": "concat", "scale": 0.7}),
 ]
-
-
-def numpy(t) -> np.ndarray:
-    if isinstance(t, keras.Variable):
-        t = t.value
-    if torch.is_tensor(t):
-        return t.detach().cpu().to(torch.float64).numpy()
-    return np.asarray(keras.ops.convert_to_numpy(t), dtype=np.float64)
 
 
 def keras_weights(layer) -> dict:

@@ -13,30 +13,10 @@ import posenc.keras.learned as pk
 import posenc.torch.learned as pt
 import reference as ref
 from posenc.resample import interpolation_matrix
+from faces import dtype_name, numpy, tensor
 
 FACES = {"torch": pt, "keras": pk}
 SETTINGS = settings(max_examples=25, deadline=None, derandomize=True)
-
-
-def tensor(face: str, array, dtype=None):
-    if face == "torch":
-        out = torch.as_tensor(np.asarray(array))
-        return out if dtype is None else out.to(getattr(torch, dtype))
-    out = ops.convert_to_tensor(np.asarray(array))
-    return out if dtype is None else ops.cast(out, dtype)
-
-
-def numpy(t) -> np.ndarray:
-    """float64 NumPy copy of a tensor or variable of either face (any backend)."""
-    if isinstance(t, keras.Variable):
-        t = t.value
-    if torch.is_tensor(t):
-        return t.detach().cpu().to(torch.float64).numpy()
-    return np.asarray(ops.convert_to_numpy(ops.cast(t, "float32")), dtype=np.float64)
-
-
-def dtype_name(t) -> str:
-    return keras.backend.standardize_dtype(t.dtype)
 
 
 def seeded(face: str, cls, *args, seed: int = 0, **kwargs):

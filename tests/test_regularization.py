@@ -17,28 +17,16 @@ from posenc.keras.absolute import SinusoidalEncoding as KerasSinusoidal
 from posenc.keras.structured import LowRankEncoding as KerasLowRank
 from posenc.torch.absolute import SinusoidalEncoding as TorchSinusoidal
 from posenc.torch.structured import LowRankEncoding as TorchLowRank
+import faces
+from faces import dtype_name, np32
 
 FACES = {"torch": tr, "keras": kr}
 REGULARIZERS = [("EncodingDropout", 0.3), ("ChannelDropout", 0.3), ("GaussianNoise", 0.5)]
 Z = 5.0  # tolerance in standard errors; the seeds are fixed, so the tests are deterministic
 
 
-def np32(t) -> np.ndarray:
-    if torch.is_tensor(t):
-        return t.detach().float().cpu().numpy()
-    return np.asarray(ops.convert_to_numpy(ops.cast(t, "float32")), dtype=np.float32)
-
-
 def tensor(face, array, dtype="float32"):
-    if face == "torch":
-        return torch.as_tensor(np.asarray(array, np.float32)).to(getattr(torch, dtype))
-    return ops.cast(ops.convert_to_tensor(np.asarray(array, np.float32)), dtype)
-
-
-def dtype_name(t) -> str:
-    if torch.is_tensor(t):
-        return str(t.dtype).replace("torch.", "")
-    return keras.backend.standardize_dtype(t.dtype)
+    return faces.tensor(face, np.asarray(array, np.float32), dtype)
 
 
 def apply(face, layer, value, *, training: bool):

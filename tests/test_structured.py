@@ -15,32 +15,13 @@ from posenc.keras.absolute import sinusoidal as k_sinusoidal
 from posenc.keras.absolute import sinusoidal_2d as k_sinusoidal_2d
 from posenc.torch.absolute import sinusoidal as t_sinusoidal
 from posenc.torch.absolute import sinusoidal_2d as t_sinusoidal_2d
+from faces import np32, tensor
+import reference as ref
 
 FACES = {"torch": ts, "keras": ks}
 
 
 # --------------------------------------------------------------------------- helpers
-
-def np32(t) -> np.ndarray:
-    if torch.is_tensor(t):
-        return t.detach().float().cpu().numpy()
-    return np.asarray(ops.convert_to_numpy(ops.cast(t, "float32")), dtype=np.float32)
-
-
-def tensor(face: str, array):
-    return torch.as_tensor(array) if face == "torch" else ops.convert_to_tensor(array)
-
-
-def ref_sinusoidal(pos, dim, base=10000.0, layout="interleaved"):
-    """Vaswani et al.'s formula in float64, written independently of posenc."""
-    pos = np.asarray(pos, dtype=np.float64)
-    freq = base ** (-np.arange(0, dim, 2) / dim)
-    ang = pos[..., None] * freq
-    if layout == "interleaved":
-        out = np.empty(pos.shape + (dim,))
-        out[..., 0::2], out[..., 1::2] = np.sin(ang), np.cos(ang)
-        return out
-    return np.concatenate((np.sin(ang), np.cos(ang)), axis=-1)
 
 
 def rotate(pe, angle_per_pair, layout):
@@ -65,7 +46,7 @@ def ref_hierarchical(paths, dim, max_depth, base=10000.0):
     out = np.zeros(paths.shape[:-1] + (dim,))
     for level in range(max_depth):
         idx = paths[..., level]
-        block = ref_sinusoidal(np.maximum(idx, 0), w, base)
+        block = ref.sinusoidal(np.maximum(idx, 0), w, base)
         out[..., level * w:(level + 1) * w] = block * (idx >= 0)[..., None]
     return out
 
@@ -303,7 +284,7 @@ def test_keras_dtypes(case, dtype):
 def test_continuous_time_equals_sinusoid_of_scaled_time(face, layout):
     t = np.array([[0.0, 0.37, 1.5, 9.25], [2.0, 2.01, 40.0, 1000.125]], dtype=np.float32)
     enc = FACES[face].ContinuousTimeEncoding(8, time_scale=0.25, layout=layout)
-    expected = ref_sinusoidal(t.astype(np.float64) / 0.25, 8, layout=layout)
+    expected = ref.sinusoidal(t.astype(np.float64) / 0.25, 8, layout=layout)
     np.testing.assert_allclose(np32(enc.encoding(tensor(face, t))), expected, atol=1e-6)
     sinus = t_sinusoidal if face == "torch" else k_sinusoidal
     np.testing.assert_allclose(np32(enc.encoding(tensor(face, t))),
@@ -335,7 +316,7 @@ def test_continuous_time_keeps_fractions_of_large_timestamps(face):
     t = np.array([1_000_000.25, 1_000_000.5, 1_048_576.75], dtype=np.float32)
     enc = FACES[face].ContinuousTimeEncoding(8)
     np.testing.assert_allclose(np32(enc.encoding(tensor(face, t))),
-                               ref_sinusoidal(t.astype(np.float64), 8), atol=1e-5)
+                               ref.sinusoidal(t.astype(np.float64), 8), atol=1e-5)
 
 
 @pytest.mark.parametrize("face", FACES)
@@ -516,14 +497,14 @@ def test_multimodal_modes(face):
     ids = np.array([[0, 0, 1, 1, 2, 0], [2, 2, 2, 1, 0, 0]])
     pos = ref_modality_positions(ids)
     x = rng.normal(size=(2, 6, 8)).astype(np.float32)
-    sin = ref_sinusoidal(pos, 8)
+    sin = ref.sinusoidal(pos, 8)
     shared = mod.MultimodalEncoding(8, num_modalities=3, max_len=4, mode="shared")
     np.testing.assert_allclose(np32(shared(tensor(face, x), tensor(face, ids), tensor(face, pos))),
                                x + sin, atol=1e-6)
     # the default positions are 0 .. seq-1 over the whole sequence, whatever the modality
     # (the ids are unused in this mode, so P has the positions' shape)
     np.testing.assert_allclose(np32(shared.encoding(tensor(face, ids))),
-                               ref_sinusoidal(np.arange(6), 8), atol=1e-6)
+                               ref.sinusoidal(np.arange(6), 8), atol=1e-6)
 
     per = mod.MultimodalEncoding(8, num_modalities=3, max_len=4, mode="per_modality")
     table = np32(per.modality_tables)
@@ -592,8 +573,8 @@ def test_multimodal_text_and_image_example(face):
     emb = np32(enc.modality_embedding)
     added = out - x
     np.testing.assert_allclose(added[:, :5], np.broadcast_to(
-        ref_sinusoidal(np.arange(5), dim) + emb[0], (2, 5, dim)), atol=1e-6)
-    np.testing.assert_allclose(added[:, 5:], np.broadcast_to(ref_sinusoidal(0, dim) + emb[1],
+        ref.sinusoidal(np.arange(5), dim) + emb[0], (2, 5, dim)), atol=1e-6)
+    np.testing.assert_allclose(added[:, 5:], np.broadcast_to(ref.sinusoidal(np.asarray(0), dim) + emb[1],
                                                              (2, rows * cols, dim)), atol=1e-6)
     # so the patches differ only by their content and their 2D code
     np.testing.assert_allclose(out[:, 6:] - out[:, 5:6],
