@@ -25,3 +25,15 @@ def pytest_collection_modifyitems(config, items):
         module = getattr(item, "module", None)
         if module is not None and "keras" in vars(module):
             item.add_marker(pytest.mark.keras)
+
+
+@pytest.fixture
+def mixed_bfloat16():
+    """Run a test under Keras's "mixed_bfloat16" policy, restoring "float32" after."""
+    import keras
+
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy("float32")

@@ -44,15 +44,6 @@ def face(request):
     return request.param
 
 
-@pytest.fixture
-def mixed_bfloat16():
-    keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    try:
-        yield
-    finally:
-        keras.mixed_precision.set_global_policy("float32")
-
-
 # ---------------------------------------------------------------------------
 # Interpolation matrices against torch.nn.functional.interpolate.
 

@@ -44,15 +44,6 @@ def wrapped(face, inner, *, training, x, positions=None):
     return inner(x, positions, training=training)
 
 
-@pytest.fixture
-def mixed_precision():
-    keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    try:
-        yield
-    finally:
-        keras.mixed_precision.set_global_policy("float32")
-
-
 # --------------------------------------------------------------------------- identity at inference
 
 @pytest.mark.parametrize("face", FACES)
@@ -361,7 +352,7 @@ def test_keras_training_step_runs_the_regularisers():
     assert not np.allclose(trained, x + np32(enc.encoding(6)))
 
 
-def test_keras_mixed_precision(mixed_precision):
+def test_keras_mixed_precision(mixed_bfloat16):
     enc = kr.RegularizedEncoding(KerasLowRank(8, 16, rank=3), dropout=0.2, channel_dropout=0.2,
                                  noise_std=0.1, seed=0)
     x = ops.convert_to_tensor(np.random.default_rng(0).normal(size=(2, 6, 16)).astype(np.float32))

@@ -23,15 +23,6 @@ def face(request):
     return request.param
 
 
-@pytest.fixture
-def mixed_bfloat16():
-    keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    try:
-        yield
-    finally:
-        keras.mixed_precision.set_global_policy("float32")
-
-
 # ---------------------------------------------------------------------------
 # Values against the float64 reference.
 

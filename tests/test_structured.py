@@ -69,15 +69,6 @@ def random_paths(rng, shape, max_depth, max_children):
     return np.where(np.arange(max_depth) < depth[..., None], idx, -1)
 
 
-@pytest.fixture
-def mixed_precision():
-    keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    try:
-        yield
-    finally:
-        keras.mixed_precision.set_global_policy("float32")
-
-
 # --------------------------------------------------------------------------- layer harness
 # Every module/layer, its arguments, and the extra call inputs after x (NumPy, with
 # the Keras Input spec for symbolic models).
@@ -234,7 +225,7 @@ def test_torch_state_dict_round_trip(case):
 
 
 @pytest.mark.parametrize("case", ALL)
-def test_keras_mixed_precision(case, mixed_precision):
+def test_keras_mixed_precision(case, mixed_bfloat16):
     mixed = make("keras", case)
     keras.mixed_precision.set_global_policy("float32")
     full = make("keras", case)
