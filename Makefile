@@ -36,9 +36,9 @@ book: install
 	$(ENV)/bin/jupyter-book build . -W --keep-going
 	@echo "The site is in _build/html/index.html"
 
-# Regenerate each notebooks/*.ipynb (no outputs) from its MyST-markdown source.
+# Regenerate each notebooks/*.ipynb from its MyST-markdown source (cell ids kept, no outputs).
 ipynb: install
-	$(ENV)/bin/jupytext --to ipynb notebooks/*.md
+	$(PY) scripts/sync_notebooks.py
 
 clean:
 	rm -rf _build .pytest_cache

@@ -1,6 +1,6 @@
 """posenc's Keras 3 face: layers and functions written with ``keras.ops``.
 
-Runs on the TensorFlow, PyTorch and JAX backends. Mirrors :mod:`posenc.torch` name for name.
+Written for every Keras 3 backend; tested on TensorFlow and PyTorch. Mirrors :mod:`posenc.torch` name for name.
 Grouped by where a scheme enters the model: absolute (sinusoidal), learned
 (learned, hybrid, resizing), regularization (dropout and noise on an encoding) and
 structured (times, trees, modalities, low-rank tables) are all added to token embeddings.
