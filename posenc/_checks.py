@@ -78,3 +78,14 @@ def check_rank(name: str, shape, ranks, *, what: str = "") -> None:
             f"{what + ': ' if what else ''}{name} must have rank {want}, got shape {tuple(shape)} "
             f"(rank {len(shape)})."
         )
+
+
+def check_embeddings(what: str, shape, dim: int) -> None:
+    """Raise unless ``shape`` is ``(..., seq, dim)``; a ``None`` (symbolic) last axis passes."""
+    shape = tuple(shape)
+    if len(shape) < 2 or (shape[-1] is not None and shape[-1] != dim):
+        width = shape[-1] if shape else "..."
+        raise ValueError(
+            f"{what}: x must be (..., seq, dim) with dim={dim}, got x.shape={shape}; "
+            f"build the encoding with dim={width} or project x to the model width first."
+        )

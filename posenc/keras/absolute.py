@@ -6,7 +6,7 @@ import keras
 from keras import ops
 
 from posenc import core
-from posenc._checks import check_even_dim, check_layout, check_positive_int
+from posenc._checks import check_embeddings, check_even_dim, check_layout, check_positive_int
 from posenc.keras._util import as_positions, result_dtype, wide_dtype
 
 __all__ = ["sinusoidal", "sinusoidal_2d", "SinusoidalEncoding"]
@@ -133,12 +133,7 @@ class SinusoidalEncoding(keras.layers.Layer):
         return sinusoidal(positions, self.dim, base=self.base, layout=self.layout)
 
     def call(self, x, positions=None):
-        if len(x.shape) < 2 or (x.shape[-1] is not None and x.shape[-1] != self.dim):
-            raise ValueError(
-                f"SinusoidalEncoding: x must be (..., seq, dim) with dim={self.dim}, "
-                f"got x.shape={tuple(x.shape)}; build the encoding with dim={x.shape[-1]} "
-                "or project x to the model width first."
-            )
+        check_embeddings("SinusoidalEncoding", x.shape, self.dim)
         if positions is None:
             positions = ops.arange(ops.shape(x)[-2], dtype="int32")
         pe = ops.cast(self.encoding(positions), self.compute_dtype)

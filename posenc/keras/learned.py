@@ -8,7 +8,13 @@ import keras
 from keras import ops
 
 from posenc import resample
-from posenc._checks import check_base, check_even_dim, check_layout, check_positive_int
+from posenc._checks import (
+    check_base,
+    check_embeddings,
+    check_even_dim,
+    check_layout,
+    check_positive_int,
+)
 from posenc.keras._util import as_positions, dtype_of, wide_dtype
 from posenc.keras.absolute import sinusoidal
 
@@ -136,13 +142,6 @@ def _default_positions(what: str, x, max_len: int):
     return _positions(what, int(seq), max_len)
 
 
-def _check_x(what: str, x, dim: int) -> None:
-    if len(x.shape) < 2 or (x.shape[-1] is not None and x.shape[-1] != dim):
-        raise ValueError(
-            f"{what}: x must be (..., seq, dim) with dim={dim}, got x.shape={tuple(x.shape)}; "
-            f"build the encoding with dim={x.shape[-1]} or project x to the model width first."
-        )
-
 
 @keras.saving.register_keras_serializable(package="posenc")
 class LearnedEncoding(keras.layers.Layer):
@@ -213,7 +212,7 @@ class LearnedEncoding(keras.layers.Layer):
         return ops.take(ops.cast(self.table, "float32"), pos, axis=0)
 
     def call(self, x, positions=None):
-        _check_x("LearnedEncoding", x, self.dim)
+        check_embeddings("LearnedEncoding", x.shape, self.dim)
         if positions is None:
             pos = _default_positions("LearnedEncoding", x, self.max_len)
         else:
@@ -335,7 +334,7 @@ class HybridEncoding(keras.layers.Layer):
         return ops.cast(self.scale, "float32") * sinusoid + offset
 
     def call(self, x, positions=None):
-        _check_x("HybridEncoding", x, self.dim)
+        check_embeddings("HybridEncoding", x.shape, self.dim)
         if positions is None:
             pos = _default_positions("HybridEncoding", x, self.max_len)
         else:

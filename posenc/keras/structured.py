@@ -21,7 +21,13 @@ from keras import ops
 
 from posenc import core
 from posenc import structured_core as sc
-from posenc._checks import check_even_dim, check_layout, check_positive_int, check_rank
+from posenc._checks import (
+    check_embeddings,
+    check_even_dim,
+    check_layout,
+    check_positive_int,
+    check_rank,
+)
 from posenc.keras._util import as_positions, dtype_of, wide_dtype
 from posenc.keras.absolute import sinusoidal
 
@@ -62,14 +68,6 @@ def _can_inspect(t) -> bool:
 def _item(t) -> int:
     return int(ops.convert_to_numpy(t))
 
-
-def _check_x(x, dim: int, what: str) -> None:
-    if len(x.shape) < 2 or (x.shape[-1] is not None and x.shape[-1] != dim):
-        raise ValueError(
-            f"{what}: x must be (..., seq, dim) with dim={dim}, got x.shape={tuple(x.shape)}; "
-            f"build the encoding with dim={x.shape[-1] if len(x.shape) else '...'} or project "
-            "x to the model width first."
-        )
 
 
 def _integer(t, name: str, what: str):
@@ -195,7 +193,7 @@ class ContinuousTimeEncoding(keras.layers.Layer):
         return ops.cast(sinusoidal(t, self.dim, base=self.base, layout=self.layout), "float32")
 
     def call(self, x, timestamps):
-        _check_x(x, self.dim, "ContinuousTimeEncoding")
+        check_embeddings("ContinuousTimeEncoding", x.shape, self.dim)
         timestamps = _check_timestamps(x, timestamps, "ContinuousTimeEncoding")
         pe = ops.cast(self.encoding(timestamps), self.compute_dtype)
         return ops.cast(x, self.compute_dtype) + pe
@@ -266,7 +264,7 @@ class Time2Vec(keras.layers.Layer):
         return ops.concatenate((angles[..., :1], ops.sin(angles[..., 1:])), axis=-1)
 
     def call(self, x, timestamps):
-        _check_x(x, self.dim, "Time2Vec")
+        check_embeddings("Time2Vec", x.shape, self.dim)
         timestamps = _check_timestamps(x, timestamps, "Time2Vec")
         pe = ops.cast(self.encoding(timestamps), self.compute_dtype)
         return ops.cast(x, self.compute_dtype) + pe
@@ -385,7 +383,7 @@ class HierarchicalEncoding(keras.layers.Layer):
         return ops.sum(rows * present, axis=-2)
 
     def call(self, x, paths):
-        _check_x(x, self.dim, "HierarchicalEncoding")
+        check_embeddings("HierarchicalEncoding", x.shape, self.dim)
         pe = ops.cast(self.encoding(paths), self.compute_dtype)
         return ops.cast(x, self.compute_dtype) + pe
 
@@ -565,7 +563,7 @@ class MultimodalEncoding(keras.layers.Layer):
         return _MODES[self.mode](self, ids, positions)
 
     def call(self, x, modality_ids, positions=None):
-        _check_x(x, self.dim, "MultimodalEncoding")
+        check_embeddings("MultimodalEncoding", x.shape, self.dim)
         modality_ids = ops.convert_to_tensor(modality_ids)
         check_rank("modality_ids", modality_ids.shape, (1, 2), what="MultimodalEncoding")
         pe = ops.cast(self.encoding(modality_ids, positions), self.compute_dtype)
@@ -637,7 +635,7 @@ class LowRankEncoding(keras.layers.Layer):
         return ops.matmul(left, ops.cast(self.right, "float32"))
 
     def call(self, x, positions=None):
-        _check_x(x, self.dim, "LowRankEncoding")
+        check_embeddings("LowRankEncoding", x.shape, self.dim)
         if positions is None:
             positions = _default_positions(x, self.max_len, "LowRankEncoding")
         pe = ops.cast(self.encoding(positions), self.compute_dtype)

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from posenc import core
-from posenc._checks import check_even_dim, check_layout, check_positive_int
+from posenc._checks import check_embeddings, check_even_dim, check_layout, check_positive_int
 from posenc.torch._util import as_positions, result_dtype, wide_dtype
 
 __all__ = ["sinusoidal", "sinusoidal_2d", "SinusoidalEncoding"]
@@ -146,11 +146,6 @@ class SinusoidalEncoding(nn.Module):
                           base=self.base, layout=self.layout)
 
     def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
-        if x.dim() < 2 or x.shape[-1] != self.dim:
-            raise ValueError(
-                f"SinusoidalEncoding: x must be (..., seq, dim) with dim={self.dim}, "
-                f"got x.shape={tuple(x.shape)}; build the encoding with dim={x.shape[-1]} "
-                "or project x to the model width first."
-            )
+        check_embeddings("SinusoidalEncoding", x.shape, self.dim)
         pe = self.encoding(x.shape[-2] if positions is None else positions)
         return x + pe.to(device=x.device, dtype=x.dtype)

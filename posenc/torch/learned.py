@@ -8,7 +8,13 @@ import torch
 from torch import nn
 
 from posenc import resample
-from posenc._checks import check_base, check_even_dim, check_layout, check_positive_int
+from posenc._checks import (
+    check_base,
+    check_embeddings,
+    check_even_dim,
+    check_layout,
+    check_positive_int,
+)
 from posenc.torch._util import as_positions, wide_dtype
 from posenc.torch.absolute import sinusoidal
 
@@ -116,13 +122,6 @@ def _positions(what: str, positions, max_len: int, device) -> torch.Tensor:
     return pos.to(device)
 
 
-def _check_x(what: str, x: torch.Tensor, dim: int) -> None:
-    if x.dim() < 2 or x.shape[-1] != dim:
-        raise ValueError(
-            f"{what}: x must be (..., seq, dim) with dim={dim}, got x.shape={tuple(x.shape)}; "
-            f"build the encoding with dim={x.shape[-1]} or project x to the model width first."
-        )
-
 
 class LearnedEncoding(nn.Module):
     """Adds a learned position table to token embeddings (BERT, GPT-2, ViT).
@@ -195,7 +194,7 @@ class LearnedEncoding(nn.Module):
         return self.table[pos].float()
 
     def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
-        _check_x("LearnedEncoding", x, self.dim)
+        check_embeddings("LearnedEncoding", x.shape, self.dim)
         pe = self.encoding(x.shape[-2] if positions is None else positions)
         return x + pe.to(device=x.device, dtype=x.dtype)
 
@@ -302,7 +301,7 @@ class HybridEncoding(nn.Module):
         return self.scale.float() * sinusoid + self.offset[pos].float()
 
     def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
-        _check_x("HybridEncoding", x, self.dim)
+        check_embeddings("HybridEncoding", x.shape, self.dim)
         pe = self.encoding(x.shape[-2] if positions is None else positions)
         return x + pe.to(device=x.device, dtype=x.dtype)
 

@@ -13,7 +13,13 @@ from torch import nn
 
 from posenc import core
 from posenc import structured_core as sc
-from posenc._checks import check_even_dim, check_layout, check_positive_int, check_rank
+from posenc._checks import (
+    check_embeddings,
+    check_even_dim,
+    check_layout,
+    check_positive_int,
+    check_rank,
+)
 from posenc.torch._util import as_positions, wide_dtype
 from posenc.torch.absolute import sinusoidal
 
@@ -37,14 +43,6 @@ def _can_inspect(t: torch.Tensor) -> bool:
     """Whether data-dependent checks may read ``t`` (not while compiling, not on meta)."""
     return t.numel() > 0 and t.device.type != "meta" and not _is_compiling()
 
-
-def _check_x(x: torch.Tensor, dim: int, what: str) -> None:
-    if x.dim() < 2 or x.shape[-1] != dim:
-        raise ValueError(
-            f"{what}: x must be (..., seq, dim) with dim={dim}, got x.shape={tuple(x.shape)}; "
-            f"build the encoding with dim={x.shape[-1] if x.dim() else '...'} or project x "
-            "to the model width first."
-        )
 
 
 def _integer(t: torch.Tensor, name: str, what: str) -> torch.Tensor:
@@ -146,7 +144,7 @@ class ContinuousTimeEncoding(nn.Module):
         return sinusoidal(t, self.dim, base=self.base, layout=self.layout).float()
 
     def forward(self, x: torch.Tensor, timestamps) -> torch.Tensor:
-        _check_x(x, self.dim, "ContinuousTimeEncoding")
+        check_embeddings("ContinuousTimeEncoding", x.shape, self.dim)
         timestamps = torch.as_tensor(timestamps, device=x.device)
         check_rank("timestamps", timestamps.shape, (1, 2), what="ContinuousTimeEncoding")
         if timestamps.shape[-1] != x.shape[-2]:
@@ -217,7 +215,7 @@ class Time2Vec(nn.Module):
             return torch.cat((angles[..., :1], torch.sin(angles[..., 1:])), dim=-1)
 
     def forward(self, x: torch.Tensor, timestamps) -> torch.Tensor:
-        _check_x(x, self.dim, "Time2Vec")
+        check_embeddings("Time2Vec", x.shape, self.dim)
         timestamps = torch.as_tensor(timestamps, device=x.device)
         check_rank("timestamps", timestamps.shape, (1, 2), what="Time2Vec")
         return x + self.encoding(timestamps).to(dtype=x.dtype)
@@ -329,7 +327,7 @@ class HierarchicalEncoding(nn.Module):
         return (rows * (paths >= 0)[..., None]).sum(dim=-2)
 
     def forward(self, x: torch.Tensor, paths) -> torch.Tensor:
-        _check_x(x, self.dim, "HierarchicalEncoding")
+        check_embeddings("HierarchicalEncoding", x.shape, self.dim)
         return x + self.encoding(paths).to(device=x.device, dtype=x.dtype)
 
 
@@ -496,7 +494,7 @@ class MultimodalEncoding(nn.Module):
         return _MODES[self.mode](self, ids.long(), positions.to(ids.device))
 
     def forward(self, x: torch.Tensor, modality_ids, positions=None) -> torch.Tensor:
-        _check_x(x, self.dim, "MultimodalEncoding")
+        check_embeddings("MultimodalEncoding", x.shape, self.dim)
         modality_ids = torch.as_tensor(modality_ids, device=x.device)
         check_rank("modality_ids", modality_ids.shape, (1, 2), what="MultimodalEncoding")
         return x + self.encoding(modality_ids, positions).to(device=x.device, dtype=x.dtype)
@@ -563,6 +561,6 @@ class LowRankEncoding(nn.Module):
             return self.left.float()[pos] @ self.right.float()
 
     def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
-        _check_x(x, self.dim, "LowRankEncoding")
+        check_embeddings("LowRankEncoding", x.shape, self.dim)
         pe = self.encoding(x.shape[-2] if positions is None else positions)
         return x + pe.to(device=x.device, dtype=x.dtype)
