@@ -10,7 +10,7 @@ STAMP := $(ENV)/.posenc-installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONHASHSEED ?= 0
 
-.PHONY: install test test-package test-notebooks book ipynb clean
+.PHONY: install test test-package test-notebooks book ipynb bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(ENV)
@@ -39,6 +39,10 @@ book: install
 # Regenerate each notebooks/*.ipynb from its MyST-markdown source (cell ids kept, no outputs).
 ipynb: install
 	$(PY) scripts/sync_notebooks.py
+
+# Speed checks (not part of the tests); add ARGS="--device cuda" on a GPU.
+bench: install
+	$(PY) benchmarks/bench_absolute.py $(ARGS)
 
 clean:
 	rm -rf _build .pytest_cache
