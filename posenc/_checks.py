@@ -83,9 +83,41 @@ def check_rank(name: str, shape, ranks, *, what: str = "") -> None:
 def check_embeddings(what: str, shape, dim: int) -> None:
     """Raise unless ``shape`` is ``(..., seq, dim)``; a ``None`` (symbolic) last axis passes."""
     shape = tuple(shape)
-    if len(shape) < 2 or (shape[-1] is not None and shape[-1] != dim):
-        width = shape[-1] if shape else "..."
+    if len(shape) < 2:
+        raise ValueError(
+            f"{what}: x must be (..., seq, dim) with dim={dim}, got x.shape={shape} "
+            f"(rank {len(shape)}); add a sequence axis, e.g. x[None] for a single token."
+        )
+    if shape[-1] is not None and shape[-1] != dim:
         raise ValueError(
             f"{what}: x must be (..., seq, dim) with dim={dim}, got x.shape={shape}; "
-            f"build the encoding with dim={width} or project x to the model width first."
+            f"build the encoding with dim={shape[-1]} or project x to the model width first."
+        )
+
+
+def check_positions_shape(what: str, positions_shape, x_shape) -> None:
+    """Positions for ``x`` of shape ``(..., seq, dim)``: ``(seq,)`` or ``(batch, seq)``.
+
+    Any shape that broadcasts to ``x.shape[:-1]`` without changing it is
+    accepted; unknown (``None``) sizes pass.
+    """
+    pos, lead = tuple(positions_shape), tuple(x_shape)[:-1]
+    ok = 1 <= len(pos) <= len(lead) and all(
+        p is None or q is None or p == q or (p == 1 and i > 0)
+        for i, (p, q) in enumerate(zip(reversed(pos), reversed(lead)))
+    )
+    if not ok:
+        raise ValueError(
+            f"{what}: positions must have shape (seq,) or (batch, seq) matching x's "
+            f"(..., seq, dim), got positions.shape={pos} for x.shape={tuple(x_shape)}; "
+            "pass one position per token."
+        )
+
+
+def check_numeric_positions(dtype: str) -> None:
+    """Positions are numbers: booleans are a mistake (a mask passed as positions)."""
+    if dtype == "bool":
+        raise ValueError(
+            "positions must be integers or floats, got dtype bool; a boolean tensor is a "
+            "mask, not positions: pass the positions themselves (e.g. an arange)."
         )

@@ -298,3 +298,12 @@ def check_integer_positions(what: str, dtype: str) -> None:
             f"{what}: positions index a learned table, so they must be integers, got dtype "
             f"{dtype}; round them, or use SinusoidalEncoding for fractional positions."
         )
+
+
+def check_float_table(what: str, dtype: str) -> None:
+    """Interpolated rows are fractions: an integer table would be silently truncated."""
+    if "float" not in dtype:
+        raise ValueError(
+            f"{what}: table must be a floating-point tensor, got dtype {dtype}; interpolation "
+            "would truncate it. Cast it first, e.g. table.float()."
+        )

@@ -7,7 +7,7 @@ import numbers
 import keras
 from keras import ops
 
-from posenc._checks import check_positive_int
+from posenc._checks import check_numeric_positions, check_positive_int
 
 
 def as_positions(positions, *, name: str = "positions"):
@@ -15,7 +15,9 @@ def as_positions(positions, *, name: str = "positions"):
     if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
         n = check_positive_int(name, positions, fix="Pass a sequence length of at least 1.")
         return ops.arange(n, dtype="int32")
-    return ops.convert_to_tensor(positions)
+    positions = ops.convert_to_tensor(positions)
+    check_numeric_positions(dtype_of(positions))
+    return positions
 
 
 def dtype_of(x) -> str:

@@ -6,7 +6,13 @@ import keras
 from keras import ops
 
 from posenc import core
-from posenc._checks import check_embeddings, check_even_dim, check_layout, check_positive_int
+from posenc._checks import (
+    check_embeddings,
+    check_even_dim,
+    check_layout,
+    check_positive_int,
+    check_positions_shape,
+)
 from posenc.keras._util import as_positions, result_dtype, wide_dtype
 
 __all__ = ["sinusoidal", "sinusoidal_2d", "SinusoidalEncoding"]
@@ -129,13 +135,19 @@ class SinusoidalEncoding(keras.layers.Layer):
         self.built = True
 
     def encoding(self, positions):
-        """The encoding alone (float32) for ``positions`` (an int or a tensor)."""
+        """The encoding alone for ``positions`` (an int n or a tensor).
+
+        float32 for an int or integer positions; float positions keep their dtype.
+        """
         return sinusoidal(positions, self.dim, base=self.base, layout=self.layout)
 
     def call(self, x, positions=None):
         check_embeddings("SinusoidalEncoding", x.shape, self.dim)
         if positions is None:
             positions = ops.arange(ops.shape(x)[-2], dtype="int32")
+        else:
+            positions = as_positions(positions)
+            check_positions_shape("SinusoidalEncoding", positions.shape, x.shape)
         pe = ops.cast(self.encoding(positions), self.compute_dtype)
         return ops.cast(x, self.compute_dtype) + pe
 

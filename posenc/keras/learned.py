@@ -14,6 +14,7 @@ from posenc._checks import (
     check_even_dim,
     check_layout,
     check_positive_int,
+    check_positions_shape,
 )
 from posenc.keras._util import as_positions, dtype_of, wide_dtype
 from posenc.keras.absolute import sinusoidal
@@ -63,6 +64,7 @@ def resize_table(table, new_length: int, *, mode: str = "linear"):
         for Language Understanding", NAACL 2019 (the learned table).
     """
     table = ops.convert_to_tensor(table)
+    resample.check_float_table("resize_table", dtype_of(table))
     matrix = resample.table_resize_matrix(tuple(table.shape), new_length, mode)
     return ops.cast(_apply(matrix, table), dtype_of(table))
 
@@ -98,6 +100,7 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0, mode: str 
         Image Recognition at Scale", ICLR 2021, section 3.2.
     """
     table = ops.convert_to_tensor(table)
+    resample.check_float_table("resize_table_2d", dtype_of(table))
     rows, cols = resample.grid_resize_matrices(tuple(table.shape), old_hw, new_hw,
                                                prefix_tokens, mode)
     (old_h, old_w), dim = old_hw, table.shape[-1]
@@ -128,9 +131,11 @@ def _positions(what: str, positions, max_len: int):
         return ops.arange(n, dtype="int32")
     pos = as_positions(positions)
     resample.check_integer_positions(what, dtype_of(pos))
-    values = _known(pos)
-    if values is not None and values.size:
-        resample.check_position_range(what, int(values.min()), int(values.max()), max_len)
+    pos = ops.cast(pos, "int32")  # one index dtype on every backend (uint8, int8, ... too)
+    if all(d != 0 for d in pos.shape):
+        low, high = _known(ops.min(pos)), _known(ops.max(pos))
+        if low is not None and high is not None:
+            resample.check_position_range(what, int(low), int(high), max_len)
     return pos
 
 
@@ -214,9 +219,12 @@ class LearnedEncoding(keras.layers.Layer):
     def call(self, x, positions=None):
         check_embeddings("LearnedEncoding", x.shape, self.dim)
         if positions is None:
+            if x.shape[-2] == 0:
+                return ops.cast(x, self.compute_dtype)
             pos = _default_positions("LearnedEncoding", x, self.max_len)
         else:
             pos = _positions("LearnedEncoding", positions, self.max_len)
+            check_positions_shape("LearnedEncoding", pos.shape, x.shape)
         pe = ops.cast(self._rows(pos), self.compute_dtype)
         return ops.cast(x, self.compute_dtype) + pe
 
@@ -336,9 +344,12 @@ class HybridEncoding(keras.layers.Layer):
     def call(self, x, positions=None):
         check_embeddings("HybridEncoding", x.shape, self.dim)
         if positions is None:
+            if x.shape[-2] == 0:
+                return ops.cast(x, self.compute_dtype)
             pos = _default_positions("HybridEncoding", x, self.max_len)
         else:
             pos = _positions("HybridEncoding", positions, self.max_len)
+            check_positions_shape("HybridEncoding", pos.shape, x.shape)
         pe = ops.cast(self._encode(pos), self.compute_dtype)
         return ops.cast(x, self.compute_dtype) + pe
 

@@ -6,7 +6,7 @@ import numbers
 
 import torch
 
-from posenc._checks import check_positive_int
+from posenc._checks import check_numeric_positions, check_positive_int
 
 
 def as_positions(positions, *, device=None, name: str = "positions") -> torch.Tensor:
@@ -16,6 +16,7 @@ def as_positions(positions, *, device=None, name: str = "positions") -> torch.Te
         return torch.arange(n, device=device)
     if not torch.is_tensor(positions):
         positions = torch.as_tensor(positions, device=device)
+    check_numeric_positions(str(positions.dtype).replace("torch.", ""))
     return positions
 
 

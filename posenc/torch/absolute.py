@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
 
 from posenc import core
-from posenc._checks import check_embeddings, check_even_dim, check_layout, check_positive_int
+from posenc._checks import (
+    check_embeddings,
+    check_even_dim,
+    check_layout,
+    check_positive_int,
+    check_positions_shape,
+)
 from posenc.torch._util import as_positions, result_dtype, wide_dtype
 
 __all__ = ["sinusoidal", "sinusoidal_2d", "SinusoidalEncoding"]
@@ -45,13 +53,18 @@ def sinusoidal(positions, dim: int, *, base: float = 10000.0,
     """
     dim = check_even_dim(dim)
     check_layout(layout)
-    inv_freq_np = core.sinusoidal_inv_freq(dim, base)
+    base = float(base)
+    core.sinusoidal_inv_freq(dim, base)  # validates base
     pos = as_positions(positions)
     if pos.device.type == "mps":
         # MPS has no float64: compute on the CPU, where the angles are exact enough, then move.
         return sinusoidal(pos.cpu(), dim, base=base, layout=layout).to(pos.device)
     wide = wide_dtype(pos.device)
-    inv_freq = torch.as_tensor(inv_freq_np, dtype=wide, device=pos.device)
+    if torch.compiler.is_compiling():     # traced once into the graph: no cache needed
+        inv_freq = torch.as_tensor(core.sinusoidal_inv_freq(dim, base), dtype=wide,
+                                   device=pos.device)
+    else:
+        inv_freq = _inv_freq(dim, base, pos.device, wide)
     with torch.autocast(device_type=pos.device.type, enabled=False):
         angles = pos.to(wide)[..., None] * inv_freq
         sin, cos = angles.sin(), angles.cos()
@@ -60,6 +73,13 @@ def sinusoidal(positions, dim: int, *, base: float = 10000.0,
     else:
         out = torch.cat((sin, cos), dim=-1)
     return out.to(result_dtype(pos))
+
+
+@functools.lru_cache(maxsize=32)
+def _inv_freq(dim: int, base: float, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """``core.sinusoidal_inv_freq`` as a tensor, made once per device (no copy per call)."""
+    with torch.inference_mode(False):
+        return torch.as_tensor(core.sinusoidal_inv_freq(dim, base), dtype=dtype, device=device)
 
 
 def sinusoidal_2d(height: int, width: int, dim: int, *, base: float = 10000.0,
@@ -132,20 +152,36 @@ class SinusoidalEncoding(nn.Module):
     def extra_repr(self) -> str:
         return f"dim={self.dim}, base={self.base}, layout={self.layout!r}"
 
+    def _table(self, n: int) -> torch.Tensor:
+        """``sinusoidal(arange(n))`` from the cache (a view: do not modify it)."""
+        n = check_positive_int("positions", n)
+        stale = (self._cache.shape[0] < n
+                 or self._cache.dtype != torch.float32           # after module.to(bfloat16)
+                 or (self._cache.is_inference() and not torch.is_inference_mode_enabled()))
+        if stale:
+            with torch.inference_mode(False):
+                self._cache = sinusoidal(torch.arange(n, device=self._cache.device), self.dim,
+                                         base=self.base, layout=self.layout)
+        return self._cache[:n]
+
     def encoding(self, positions) -> torch.Tensor:
-        """The encoding alone (float32) for ``positions`` (an int or a tensor)."""
+        """The encoding alone for ``positions`` (an int n or a tensor).
+
+        float32 for an int or integer positions; float positions keep their dtype.
+        """
         if isinstance(positions, int) and not isinstance(positions, bool):
-            n = check_positive_int("positions", positions)
-            # Recompute after module.to(bfloat16) too: the encoding stays float32.
-            if self._cache.shape[0] < n or self._cache.dtype != torch.float32:
-                self._cache = sinusoidal(
-                    torch.arange(n, device=self._cache.device), self.dim,
-                    base=self.base, layout=self.layout)
-            return self._cache[:n]
+            return self._table(positions).clone()
         return sinusoidal(as_positions(positions, device=self._cache.device), self.dim,
                           base=self.base, layout=self.layout)
 
     def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
         check_embeddings("SinusoidalEncoding", x.shape, self.dim)
-        pe = self.encoding(x.shape[-2] if positions is None else positions)
+        if positions is None:
+            if x.shape[-2] == 0:
+                return x
+            pe = self._table(x.shape[-2])
+        else:
+            positions = as_positions(positions, device=x.device)
+            check_positions_shape("SinusoidalEncoding", positions.shape, x.shape)
+            pe = self.encoding(positions)
         return x + pe.to(device=x.device, dtype=x.dtype)

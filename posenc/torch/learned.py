@@ -14,6 +14,7 @@ from posenc._checks import (
     check_even_dim,
     check_layout,
     check_positive_int,
+    check_positions_shape,
 )
 from posenc.torch._util import as_positions, wide_dtype
 from posenc.torch.absolute import sinusoidal
@@ -21,8 +22,10 @@ from posenc.torch.absolute import sinusoidal
 __all__ = ["resize_table", "resize_table_2d", "LearnedEncoding", "HybridEncoding"]
 
 
-def _as_table(table) -> torch.Tensor:
-    return table if torch.is_tensor(table) else torch.as_tensor(table)
+def _as_table(table, what: str) -> torch.Tensor:
+    table = table if torch.is_tensor(table) else torch.as_tensor(table)
+    resample.check_float_table(what, str(table.dtype).replace("torch.", ""))
+    return table
 
 
 def _apply(matrix, table: torch.Tensor) -> torch.Tensor:
@@ -62,7 +65,7 @@ def resize_table(table, new_length: int, *, mode: str = "linear") -> torch.Tenso
         Devlin et al., "BERT: Pre-training of Deep Bidirectional Transformers
         for Language Understanding", NAACL 2019 (the learned table).
     """
-    table = _as_table(table)
+    table = _as_table(table, "resize_table")
     matrix = resample.table_resize_matrix(table.shape, new_length, mode)
     return _apply(matrix, table).to(table.dtype)
 
@@ -98,7 +101,7 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0,
         Dosovitskiy et al., "An Image is Worth 16x16 Words: Transformers for
         Image Recognition at Scale", ICLR 2021, section 3.2.
     """
-    table = _as_table(table)
+    table = _as_table(table, "resize_table_2d")
     rows, cols = resample.grid_resize_matrices(table.shape, old_hw, new_hw, prefix_tokens, mode)
     (old_h, old_w), dim = old_hw, table.shape[-1]
     prefix, grid = table[:prefix_tokens], table[prefix_tokens:]
@@ -116,10 +119,14 @@ def _positions(what: str, positions, max_len: int, device) -> torch.Tensor:
         return torch.arange(n, device=device)
     pos = as_positions(positions, device=device)
     resample.check_integer_positions(what, str(pos.dtype).replace("torch.", ""))
-    if pos.numel():
+    # Index with int64 (uint8 would be read as a boolean mask). The range check reads two
+    # numbers back from the device, so it runs on CPU tensors only (no GPU sync, no graph
+    # break); on CUDA an out-of-range index stops the kernel with a device-side assert.
+    pos = pos.to(device=device, dtype=torch.long)
+    if pos.numel() and pos.device.type == "cpu" and not torch.compiler.is_compiling():
         low, high = torch.aminmax(pos)
         resample.check_position_range(what, int(low), int(high), max_len)
-    return pos.to(device)
+    return pos
 
 
 
@@ -195,7 +202,14 @@ class LearnedEncoding(nn.Module):
 
     def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
         check_embeddings("LearnedEncoding", x.shape, self.dim)
-        pe = self.encoding(x.shape[-2] if positions is None else positions)
+        if positions is None:
+            if x.shape[-2] == 0:
+                return x
+            positions = x.shape[-2]
+        else:
+            positions = as_positions(positions, device=self.table.device)
+            check_positions_shape("LearnedEncoding", positions.shape, x.shape)
+        pe = self.encoding(positions)
         return x + pe.to(device=x.device, dtype=x.dtype)
 
     def resized(self, new_max_len: int, *, mode: str = "linear") -> "LearnedEncoding":
@@ -302,6 +316,13 @@ class HybridEncoding(nn.Module):
 
     def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
         check_embeddings("HybridEncoding", x.shape, self.dim)
-        pe = self.encoding(x.shape[-2] if positions is None else positions)
+        if positions is None:
+            if x.shape[-2] == 0:
+                return x
+            positions = x.shape[-2]
+        else:
+            positions = as_positions(positions, device=self.offset.device)
+            check_positions_shape("HybridEncoding", positions.shape, x.shape)
+        pe = self.encoding(positions)
         return x + pe.to(device=x.device, dtype=x.dtype)
 
