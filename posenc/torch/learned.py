@@ -77,10 +77,12 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0,
     The table holds ``prefix_tokens`` rows that are not on the grid (the CLS
     token and the like) followed by a row-major ``old_h x old_w`` grid. The
     prefix rows are kept as they are; the grid is interpolated separably, one
-    :func:`posenc.resample.interpolation_matrix` per axis, in float64. This is
-    what ViT does to fine-tune at a higher resolution than it was pre-trained
-    at (Dosovitskiy et al., section 3.2), with timm's conventions (bicubic,
-    ``a = -0.75``, ``align_corners=False``, no antialiasing).
+    :func:`posenc.resample.interpolation_matrix` per axis, in float64. ViT
+    interpolates its table this way to fine-tune at a higher resolution than it
+    was pre-trained at (Dosovitskiy et al., section 3.2; its released code
+    interpolates linearly, ``mode="bilinear"`` here up to the grid-edge
+    convention); the default follows DeiT and timm (bicubic, ``a = -0.75``,
+    ``align_corners=False``, no antialiasing), which keeps row norms closer.
 
     Args:
         table: ``(prefix_tokens + old_h * old_w, dim)`` tensor.
