@@ -1,0 +1,25 @@
+"""Every ``Example:`` in posenc's docstrings runs and prints what it says."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import keras  # noqa: F401  (marks this module: it runs again under KERAS_BACKEND=torch)
+import pytest
+
+MODULES = [
+    "posenc.core", "posenc.resample", "posenc.theory",
+    "posenc.torch.absolute", "posenc.torch.learned", "posenc.torch.regularization",
+    "posenc.torch.structured",
+    "posenc.keras.absolute", "posenc.keras.learned", "posenc.keras.regularization",
+    "posenc.keras.structured",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0, f"{name} has no docstring examples"
+    assert result.failed == 0, f"{result.failed} docstring example(s) of {name} failed"
