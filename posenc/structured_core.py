@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from posenc._checks import check_positive_int
+from posenc._checks import check_positions_shape, check_positive_int
 
 #: The ways :class:`MultimodalEncoding` can share positions between modalities.
 MULTIMODAL_MODES = ("shared", "per_modality", "shared_offset")
@@ -126,6 +126,45 @@ def check_paths_values(lowest: int, highest: int, gap: bool, *, what: str,
             f"{what}: child index {highest} is out of range for max_children={max_children} "
             f"(indices 0 .. {max_children - 1}); build it with max_children={highest + 1} "
             "or more."
+        )
+
+
+def check_per_token_shape(name: str, shape, x_shape, *, what: str, each: str,
+                          trailing: str = "") -> None:
+    """``name`` gives one ``each`` per token of ``x`` ``(..., seq, dim)``.
+
+    Its shape (without its last axis when ``trailing`` names one, as for the
+    levels of ``paths``) must be ``(seq,)`` or ``(batch, seq)``, or anything
+    else :func:`posenc._checks.check_positions_shape` accepts.
+    """
+    shape = tuple(shape)
+    lead = shape[:-1] if trailing else shape
+    try:
+        check_positions_shape(what, lead, x_shape)
+    except ValueError:
+        one, batched = ((f"(seq, {trailing})", f"(batch, seq, {trailing})") if trailing
+                        else ("(seq,)", "(batch, seq)"))
+        raise ValueError(
+            f"{what}: {name} must have shape {one} or {batched} matching x's (..., seq, dim), "
+            f"got {name}.shape={shape} for x.shape={tuple(x_shape)}; pass one {each} per token."
+        ) from None
+
+
+def check_numeric_timestamps(dtype: str, *, what: str) -> None:
+    """Timestamps are numbers (int or float); a boolean tensor is a mask."""
+    if dtype == "bool" or "complex" in dtype:
+        raise ValueError(
+            f"{what}: timestamps must be integers or floats, got dtype {dtype}; a boolean "
+            "tensor is a mask, not times: pass the time of each token."
+        )
+
+
+def check_float_encoding(what: str, dtype: str) -> None:
+    """A regulariser scales and perturbs ``P``: an integer ``P`` would be truncated."""
+    if "float" not in dtype:
+        raise ValueError(
+            f"{what}: the encoding must be a floating-point tensor, got dtype {dtype}; "
+            "pass the encoding P itself (float32, bfloat16, ...), or cast it first."
         )
 
 

@@ -364,3 +364,79 @@ def test_keras_mixed_precision(mixed_bfloat16):
     np.testing.assert_allclose(np32(enc(x)), expected, atol=3e-2, rtol=1e-2)
     part = kr.EncodingDropout(0.5, seed=0)
     assert keras.backend.standardize_dtype(part(x, training=True).dtype) == "bfloat16"
+
+
+# --------------------------------------------------------------------------- inputs at the edges
+
+def _inner(face, name):
+    mod = {"torch": (TorchSinusoidal, TorchLowRank), "keras": (KerasSinusoidal, KerasLowRank)}[face]
+    return mod[0](16) if name == "sinusoidal" else mod[1](8, 16, rank=2)
+
+
+def _error(call):
+    """The ValueError message of ``call(face)`` in both faces; they must agree."""
+    messages = []
+    for face in FACES:
+        with pytest.raises(ValueError) as info:
+            call(face)
+        messages.append(str(info.value))
+    assert messages[0] in messages[1]  # Keras wraps it in the layer's call context
+    return messages[0]
+
+
+@pytest.mark.parametrize("inner", ["sinusoidal", "low_rank"])
+@pytest.mark.parametrize("training", [False, True])
+def test_wrapper_returns_an_empty_sequence_unchanged(inner, training):
+    for face in FACES:
+        enc = FACES[face].RegularizedEncoding(_inner(face, inner), dropout=0.2,
+                                              channel_dropout=0.2, noise_std=0.1, seed=0)
+        out = wrapped(face, enc, training=training, x=tensor(face, np.zeros((2, 0, 16))))
+        assert tuple(out.shape) == (2, 0, 16)
+        assert dtype_name(out) == "float32"
+
+
+@pytest.mark.parametrize("inner", ["sinusoidal", "low_rank"])
+@pytest.mark.parametrize("shape", [(2, 1), (4,), (3, 3), (1, 2, 3)])
+def test_wrapper_positions_must_match_x(inner, shape):
+    def call(face):
+        enc = FACES[face].RegularizedEncoding(_inner(face, inner), dropout=0.2, seed=0)
+        positions = faces.tensor(face, np.zeros(shape, np.int32))
+        return wrapped(face, enc, training=True, x=tensor(face, np.zeros((2, 3, 16))),
+                       positions=positions)
+
+    message = _error(call)
+    assert message.startswith("RegularizedEncoding: positions must have shape (seq,) or "
+                              "(batch, seq)")
+    assert f"got positions.shape={shape} for x.shape=(2, 3, 16)" in message
+
+
+@pytest.mark.parametrize("shape", [(3,), (1, 3), (2, 3)])
+def test_wrapper_positions_of_accepted_shapes(shape):
+    positions = np.broadcast_to(np.array([4, 1, 6]), shape).copy()
+    for face in FACES:
+        enc = FACES[face].RegularizedEncoding(_inner(face, "low_rank"), dropout=0.2, seed=0)
+        out = np32(wrapped(face, enc, training=False, x=tensor(face, np.zeros((2, 3, 16))),
+                           positions=faces.tensor(face, positions)))
+        want = np32(enc.encoding(faces.tensor(face, np.array([4, 1, 6]))))
+        np.testing.assert_allclose(out, np.broadcast_to(want, (2, 3, 16)), atol=1e-6)
+
+
+def test_wrapper_checks_the_width_of_x():
+    def call(face):
+        enc = FACES[face].RegularizedEncoding(_inner(face, "sinusoidal"), noise_std=0.1)
+        return wrapped(face, enc, training=True, x=tensor(face, np.zeros((2, 3, 8))))
+
+    message = _error(call)
+    assert message.startswith(r"RegularizedEncoding: x must be (..., seq, dim) with dim=16, "
+                              r"got x.shape=(2, 3, 8)")
+
+
+@pytest.mark.parametrize("name,arg", REGULARIZERS)
+@pytest.mark.parametrize("training", [False, True])
+def test_integer_encodings_are_refused(name, arg, training):
+    # an integer P would be truncated by the scaling (torch) or refused by one backend only
+    message = _error(lambda face: apply(face, getattr(FACES[face], name)(arg, seed=0),
+                                        faces.tensor(face, np.ones((2, 3, 4), np.int32)),
+                                        training=training))
+    assert message.startswith(f"{name}: the encoding must be a floating-point tensor, got "
+                              "dtype int32")

@@ -1,5 +1,7 @@
 """Continuous-time, tree, multimodal and low-rank encodings, in both faces."""
 
+import re
+
 import keras
 import numpy as np
 import pytest
@@ -226,6 +228,7 @@ def test_torch_state_dict_round_trip(case):
 
 @pytest.mark.parametrize("case", ALL)
 def test_keras_mixed_precision(case, mixed_bfloat16):
+    keras.utils.set_random_seed(0)  # fixed weights: Time2Vec's linear channel is unbounded
     mixed = make("keras", case)
     keras.mixed_precision.set_global_policy("float32")
     full = make("keras", case)
@@ -331,7 +334,7 @@ def test_continuous_time_errors(face):
     x = tensor(face, np.zeros((2, 4, 8), np.float32))
     with pytest.raises(ValueError, match="one time per token"):
         enc(x, tensor(face, np.zeros(5, np.float32)))
-    with pytest.raises(ValueError, match="timestamps must have rank 1 or 2"):
+    with pytest.raises(ValueError, match=r"timestamps must have shape \(seq,\) or \(batch, seq\)"):
         enc(x, tensor(face, np.zeros((2, 4, 1), np.float32)))
     with pytest.raises(ValueError, match=r"x must be \(\.\.\., seq, dim\) with dim=8"):
         enc(tensor(face, np.zeros((2, 4, 6), np.float32)), tensor(face, np.zeros(4, np.float32)))
@@ -544,7 +547,7 @@ def test_multimodal_errors(face):
         enc(tensor(face, np.zeros((1, 5, 8), np.float32)), tensor(face, np.zeros(5, np.int32)))
     with pytest.raises(ValueError, match="positions index a table, so they must be integers"):
         enc(x, tensor(face, np.array([0, 1, 1])), tensor(face, np.array([0.0, 1.0, 2.0])))
-    with pytest.raises(ValueError, match="modality_ids must have rank 1 or 2"):
+    with pytest.raises(ValueError, match=r"modality_ids must have shape \(seq,\) or \(batch, seq\)"):
         enc(x, tensor(face, np.zeros((1, 1, 3), np.int32)))
 
 
@@ -621,3 +624,193 @@ def test_explicit_default_positions_equal_the_default(face):
     x = tensor(face, np.random.default_rng(0).normal(size=(2, 6, 16)).astype(np.float32))
     enc = FACES[face].LowRankEncoding(8, 16, rank=2)
     np.testing.assert_array_equal(np32(enc(x)), np32(enc(x, tensor(face, np.arange(6)))))
+
+
+# --------------------------------------------------------------------------- inputs at the edges
+
+INDEX_DTYPES = ["uint8", "int8", "int16", "uint32", "int32", "int64"]
+
+
+def _index_calls(face, signed):
+    """Every call that indexes with integer tensors: name -> (function of a dtype)."""
+    mod = FACES[face]
+    pad = -1 if signed else 2
+    # max_depth * max_children > 255: the flat row index overflows a small dtype
+    paths = np.array([[2, 99, pad], [1, 0, 3], [0, pad, pad] if signed else [0, 5, 7]])
+    tree = mod.HierarchicalEncoding(3, 100, 6)
+    low_rank = mod.LowRankEncoding(300, 6, rank=2)
+    per = mod.MultimodalEncoding(6, num_modalities=3, max_len=8, mode="per_modality")
+    offset = mod.MultimodalEncoding(6, num_modalities=3, max_len=8)
+    ids, pos = np.array([1, 0, 2]), np.array([1, 0, 7])
+    x = tensor(face, np.zeros((1, 3, 6), np.float32))
+
+    def t(array, dtype):
+        return tensor(face, array, dtype)
+
+    return {
+        "hierarchical": lambda d: mod.hierarchical(t(paths, d), 6, max_depth=3),
+        "HierarchicalEncoding": lambda d: tree(x, t(paths, d)),
+        "LowRankEncoding": lambda d: low_rank(x, t(np.array([100, 0, 127] if signed
+                                                            else [200, 0, 255]), d)),
+        "modality_positions": lambda d: mod.modality_positions(t(ids, d), num_modalities=3),
+        "per_modality": lambda d: per(x, t(ids, d), t(pos, d)),
+        "shared_offset": lambda d: offset(x, t(ids, d), t(pos, d)),
+    }
+
+
+@pytest.mark.parametrize("face", FACES)
+@pytest.mark.parametrize("signed", [True, False])
+def test_small_integer_index_dtypes_pick_the_same_rows(face, signed):
+    # uint8 must not be read as a boolean mask (torch), int8/uint8 must not overflow the
+    # flat row index, and every backend gathers with every integer dtype.
+    calls = _index_calls(face, signed)
+    for name, call in calls.items():
+        want = np32(call("int64"))
+        for dtype in INDEX_DTYPES:
+            if dtype.startswith("u") == signed:  # -1 padding needs a signed dtype
+                continue
+            np.testing.assert_array_equal(np32(call(dtype)), want, err_msg=f"{name} {dtype}")
+
+
+def test_faces_agree_on_small_integer_indices():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 3, 6)).astype(np.float32)
+    pairs = [(ts.LowRankEncoding(300, 6, rank=2), ks.LowRankEncoding(300, 6, rank=2),
+              [np.array([[3, 200, 255], [0, 1, 2]], np.uint8)]),
+             (ts.HierarchicalEncoding(3, 100, 6), ks.HierarchicalEncoding(3, 100, 6),
+              [np.array([[2, 99, -1], [1, 0, 3], [0, -1, -1]], np.int8)])]
+    for source, target, extras in pairs:
+        copy_weights(source, target)
+        np.testing.assert_allclose(np32(run("torch", source, x, extras)),
+                                   np32(run("keras", target, x, extras)), atol=1e-6)
+
+
+def test_torch_data_checks_read_cpu_tensors_only():
+    # reading a min/max back from an accelerator stops the host at every forward
+    from types import SimpleNamespace
+
+    on_gpu = SimpleNamespace(numel=lambda: 3, device=torch.device("cuda"))
+    assert not ts._can_inspect(on_gpu)
+    assert ts._can_inspect(torch.zeros(3))
+    assert not ts._can_inspect(torch.zeros(0))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_torch_forward_on_cuda_never_syncs():
+    dev = torch.device("cuda")
+    x = torch.zeros(2, 3, 12, device=dev)
+    ids = torch.tensor([0, 1, 2], device=dev)
+    paths = torch.tensor([[0, -1, -1], [1, 2, -1], [3, 0, 1]], device=dev)
+    times = torch.tensor([0.0, 0.5, 2.0], device=dev)
+    calls = [(ts.ContinuousTimeEncoding(12), (times,)), (ts.Time2Vec(12), (times,)),
+             (ts.HierarchicalEncoding(3, 4, 12), (paths,)),
+             (ts.MultimodalEncoding(12, num_modalities=3, max_len=8, mode="per_modality"),
+              (ids, ids)),
+             (ts.MultimodalEncoding(12, num_modalities=3, max_len=8), (ids, ids)),
+             (ts.LowRankEncoding(8, 12, rank=2), ()), (ts.LowRankEncoding(8, 12, rank=2), (ids,))]
+    for module, extras in calls:
+        module.to(dev)
+        module(x, *extras)                       # warm-up (caches, lazy init)
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            out = module(x, *extras)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        assert out.device.type == "cuda"
+
+
+# Bad per-token shapes for x of shape (2, 3, dim): each raises the same message in both faces.
+BAD_SHAPES = {
+    "continuous_time": ("timestamps", "float32", [(4,), (3, 3), (2, 1), (2, 3, 1), (1, 2, 3)]),
+    "time2vec": ("timestamps", "float32", [(4,), (3, 3), (2, 1), (2, 3, 1)]),
+    "hierarchical": ("paths", "int32", [(4, 3), (3, 3, 3), (2, 1, 3), (3,)]),
+    "multimodal_shared": ("modality_ids", "int32", [(4,), (3, 3), (2, 1), (1, 2, 3)]),
+    "multimodal_per_modality": ("modality_ids", "int32", [(4,), (3, 3), (2, 1)]),
+    "multimodal_shared_offset": ("modality_ids", "int32", [(4,), (3, 3), (2, 1)]),
+}
+POSITION_SHAPES = [(4,), (3, 3), (2, 1), (1, 2, 3)]
+
+
+def _messages(call):
+    out = []
+    for face in FACES:
+        with pytest.raises(ValueError) as info:
+            call(face)
+        out.append(str(info.value))
+    assert out[0] in out[1]  # Keras wraps the message in the layer's call context
+    return out[0]
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SHAPES))
+def test_per_token_arguments_must_match_x(case):
+    name, dtype, shapes = BAD_SHAPES[case]
+    x = np.zeros((2, 3, DIM), np.float32)
+    for shape in shapes:
+        arg = np.zeros(shape, dtype)
+        message = _messages(lambda face: make(face, case)(tensor(face, x), tensor(face, arg)))
+        assert re.search(rf"{name} must have shape .* matching x's \(\.\.\., seq, dim\), got "
+                         + re.escape(f"{name}.shape={shape} for x.shape=(2, 3, {DIM})"), message)
+
+
+@pytest.mark.parametrize("case", ["multimodal_shared", "multimodal_per_modality",
+                                  "multimodal_shared_offset", "low_rank"])
+def test_positions_must_match_x(case):
+    x = np.zeros((2, 3, DIM), np.float32)
+    for shape in POSITION_SHAPES:
+        pos = np.zeros(shape, np.int32)
+
+        def call(face):
+            layer, extras = make(face, case), [tensor(face, np.zeros(3, np.int32))]
+            return layer(tensor(face, x), *extras[:len(CASES[case][3])], tensor(face, pos))
+
+        message = _messages(call)
+        assert re.escape(f"got positions.shape={shape} for x.shape=(2, 3, {DIM})") in \
+            re.escape(message)
+
+
+@pytest.mark.parametrize("case", ALL)
+@pytest.mark.parametrize("shape", [(3,), (1, 3), (2, 3)])
+def test_per_token_arguments_of_accepted_shapes(case, shape):
+    x, extras = inputs(case)
+    extras = [np.broadcast_to(e[1, :3], shape + e.shape[2:]).copy() for e in extras]
+    for face in FACES:
+        layer = make(face, case)
+        out = np32(run(face, layer, x[:, :3], extras))
+        assert out.shape == (BATCH, 3, DIM)
+        # the second example's tokens get the encoding of the second row of the argument
+        if extras:
+            last = [np.broadcast_to(e, (BATCH, 3) + e.shape[len(shape):])[-1].copy()
+                    for e in extras]
+            pe = np32(layer.encoding(*[tensor(face, e) for e in last]))
+            np.testing.assert_allclose(out[1] - x[1, :3], pe, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ALL)
+def test_empty_sequence_is_returned_unchanged_in_both_faces(case):
+    x = np.zeros((2, 0, DIM), np.float32)
+    extras = [np.zeros((0,) + spec[1:], np.dtype(dtype)) for _, spec, dtype in CASES[case][3]]
+    for face in FACES:
+        out = run(face, make(face, case), x, extras)
+        assert tuple(out.shape) == (2, 0, DIM)
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_bad_index_values_are_refused(face):
+    x = tensor(face, np.zeros((1, 3, 8), np.float32))
+    enc = FACES[face].MultimodalEncoding(8, num_modalities=3, max_len=4)
+    with pytest.raises(ValueError, match=r"modality_ids index a table, so they must be integers, "
+                                         r"got dtype bool"):
+        enc(x, tensor(face, np.array([True, False, True])))
+    with pytest.raises(ValueError, match="modality_ids index a table.*got dtype float32"):
+        enc(x, tensor(face, np.array([0.0, 1.0, 1.0], np.float32)))
+    with pytest.raises(ValueError, match=r"modality_ids must lie in 0 \.\. 2, got -1"):
+        enc(x, tensor(face, np.array([0, -1, 1])))
+    with pytest.raises(ValueError, match=r"positions must be integers or floats, got dtype "
+                                         r"bool; a boolean tensor is a mask"):
+        FACES[face].LowRankEncoding(4, 8, rank=2)(x, tensor(face, np.array([True, False, True])))
+    with pytest.raises(ValueError, match="paths index a table.*got dtype bool"):
+        FACES[face].HierarchicalEncoding(3, 2, 8)(x, tensor(face, np.ones((3, 3), bool)))
+    for cls in (FACES[face].ContinuousTimeEncoding, FACES[face].Time2Vec):
+        with pytest.raises(ValueError, match=r"\w+: timestamps must be integers or floats, "
+                                             r"got dtype bool"):
+            cls(8)(x, tensor(face, np.array([True, False, True])))

@@ -13,16 +13,36 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from posenc.structured_core import check_rate, check_seed, check_std
+from posenc._checks import check_embeddings, check_positions_shape
+from posenc.keras._util import as_positions, dtype_of
+from posenc.structured_core import check_float_encoding, check_rate, check_seed, check_std
 
 __all__ = ["EncodingDropout", "ChannelDropout", "GaussianNoise", "RegularizedEncoding"]
 
 
 def _check_encoding(encoding, what: str) -> None:
+    if not hasattr(encoding, "shape") or not hasattr(encoding, "dtype"):
+        raise ValueError(
+            f"{what}: the encoding must be a tensor P of shape (..., seq, dim), "
+            f"got {type(encoding).__name__}; pass the output of an encoding(...) method."
+        )
     if len(encoding.shape) < 2:
         raise ValueError(
             f"{what}: the encoding must be (..., seq, dim), got shape {tuple(encoding.shape)}; "
             "add a sequence axis first."
+        )
+    check_float_encoding(what, dtype_of(encoding))
+
+
+def _check_x(what: str, x, inner) -> None:
+    """``x`` is ``(..., seq, dim)``, with the wrapped encoding's ``dim`` when it has one."""
+    dim = getattr(inner, "dim", None)
+    if isinstance(dim, int) and not isinstance(dim, bool):
+        check_embeddings(what, x.shape, dim)
+    elif len(x.shape) < 2:
+        raise ValueError(
+            f"{what}: x must be (..., seq, dim), got x.shape={tuple(x.shape)} "
+            f"(rank {len(x.shape)}); add a sequence axis, e.g. x[None] for a single token."
         )
 
 
@@ -287,12 +307,15 @@ class RegularizedEncoding(keras.layers.Layer):
         return self.inner.encoding(positions)
 
     def call(self, x, positions=None, training=None):
-        if len(x.shape) < 2:
-            raise ValueError(
-                f"RegularizedEncoding: x must be (..., seq, dim), got x.shape={tuple(x.shape)}."
-            )
+        what = "RegularizedEncoding"
+        _check_x(what, x, self.inner)
         if positions is None:
+            if x.shape[-2] == 0:
+                return ops.cast(x, self.compute_dtype)
             positions = ops.arange(ops.shape(x)[-2], dtype="int32")
+        else:
+            positions = as_positions(positions)
+            check_positions_shape(what, positions.shape, x.shape)
         pe = self.inner.encoding(positions)
         active = self.noise.std > 0 or self.dropout.rate > 0 or self.channel_dropout.rate > 0
         if training and active:

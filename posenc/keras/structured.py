@@ -25,8 +25,8 @@ from posenc._checks import (
     check_embeddings,
     check_even_dim,
     check_layout,
+    check_positions_shape,
     check_positive_int,
-    check_rank,
 )
 from posenc.keras._util import as_positions, dtype_of, wide_dtype
 from posenc.keras.absolute import sinusoidal
@@ -66,16 +66,17 @@ def _can_inspect(t) -> bool:
 
 
 def _item(t) -> int:
+    """A scalar (a min, a max, a flag) read back as a Python int."""
     return int(ops.convert_to_numpy(t))
 
 
-
 def _integer(t, name: str, what: str):
+    """``t`` as an int32 tensor (one index dtype on every backend), refusing other dtypes."""
     t = ops.convert_to_tensor(t)
     dtype = dtype_of(t)
     if "int" not in dtype:
         raise sc.integer_positions_error(name, dtype, what=what)
-    return t
+    return ops.cast(t, "int32")
 
 
 def _check_index(t, name: str, limit: int, *, what: str, fix: str) -> None:
@@ -89,19 +90,18 @@ def _check_paths(paths, max_depth: int, *, what: str, max_children: int | None =
     sc.check_paths_depth(paths.shape, max_depth, what=what)
     if _can_inspect(paths):
         gap = ops.any(ops.logical_and(paths[..., 1:] >= 0, paths[..., :-1] < 0))
-        sc.check_paths_values(_item(ops.min(paths)), _item(ops.max(paths)),
-                              bool(ops.convert_to_numpy(gap)), what=what,
-                              max_children=max_children)
+        sc.check_paths_values(_item(ops.min(paths)), _item(ops.max(paths)), _item(gap),
+                              what=what, max_children=max_children)
     return paths
 
 
 def _table_positions(positions, max_len: int, what: str):
-    """Integer positions for a table of ``max_len`` rows, checked."""
+    """Integer positions (int32) for a table of ``max_len`` rows, checked."""
     if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
-        n = check_positive_int("positions", positions)
+        n = check_positive_int("positions", positions, fix="Pass a sequence length of at least 1.")
         sc.check_length(n, max_len, what=what)
         return ops.arange(n, dtype="int32")
-    pos = _integer(positions, "positions", what)
+    pos = _integer(as_positions(positions), "positions", what)
     _check_index(pos, "positions", max_len, what=what,
                  fix="build it with a larger max_len, or restart positions per modality "
                      "with modality_positions(...)")
@@ -118,16 +118,16 @@ def _default_positions(x, max_len: int | None, what: str):
     return ops.arange(ops.shape(x)[-2], dtype="int32")
 
 
-def _check_timestamps(x, timestamps, what: str):
-    timestamps = ops.convert_to_tensor(timestamps)
-    check_rank("timestamps", timestamps.shape, (1, 2), what=what)
-    seq, t_seq = x.shape[-2], timestamps.shape[-1]
-    if seq is not None and t_seq is not None and seq != t_seq:
-        raise ValueError(
-            f"{what}: timestamps must have one time per token, got "
-            f"timestamps.shape={tuple(timestamps.shape)} for x.shape={tuple(x.shape)}."
-        )
-    return timestamps
+def _timestamps(timestamps, what: str):
+    """Numeric timestamps as a tensor; an int n stands for ``0 .. n-1``."""
+    if isinstance(timestamps, bool) or not isinstance(timestamps, numbers.Integral):
+        timestamps = ops.convert_to_tensor(timestamps)
+        sc.check_numeric_timestamps(dtype_of(timestamps), what=what)
+    return as_positions(timestamps, name="timestamps")
+
+
+def _per_token(name: str, t, x, *, what: str, each: str, trailing: str = "") -> None:
+    sc.check_per_token_shape(name, t.shape, x.shape, what=what, each=each, trailing=trailing)
 
 
 # --------------------------------------------------------------------------- time
@@ -189,12 +189,13 @@ class ContinuousTimeEncoding(keras.layers.Layer):
     def encoding(self, timestamps):
         """``P`` (float32) of shape ``(*timestamps.shape, dim)``."""
         wide = wide_dtype()
-        t = ops.cast(as_positions(timestamps, name="timestamps"), wide) / self.time_scale
+        t = ops.cast(_timestamps(timestamps, "ContinuousTimeEncoding"), wide) / self.time_scale
         return ops.cast(sinusoidal(t, self.dim, base=self.base, layout=self.layout), "float32")
 
     def call(self, x, timestamps):
         check_embeddings("ContinuousTimeEncoding", x.shape, self.dim)
-        timestamps = _check_timestamps(x, timestamps, "ContinuousTimeEncoding")
+        timestamps = ops.convert_to_tensor(timestamps)
+        _per_token("timestamps", timestamps, x, what="ContinuousTimeEncoding", each="time")
         pe = ops.cast(self.encoding(timestamps), self.compute_dtype)
         return ops.cast(x, self.compute_dtype) + pe
 
@@ -258,14 +259,15 @@ class Time2Vec(keras.layers.Layer):
 
     def encoding(self, timestamps):
         """``P`` (float32) of shape ``(*timestamps.shape, dim)``."""
-        t = ops.cast(as_positions(timestamps, name="timestamps"), "float32")
+        t = ops.cast(_timestamps(timestamps, "Time2Vec"), "float32")
         angles = (ops.expand_dims(t, -1) * ops.cast(self.frequency, "float32")
                   + ops.cast(self.phase, "float32"))
         return ops.concatenate((angles[..., :1], ops.sin(angles[..., 1:])), axis=-1)
 
     def call(self, x, timestamps):
         check_embeddings("Time2Vec", x.shape, self.dim)
-        timestamps = _check_timestamps(x, timestamps, "Time2Vec")
+        timestamps = ops.convert_to_tensor(timestamps)
+        _per_token("timestamps", timestamps, x, what="Time2Vec", each="time")
         pe = ops.cast(self.encoding(timestamps), self.compute_dtype)
         return ops.cast(x, self.compute_dtype) + pe
 
@@ -376,14 +378,18 @@ class HierarchicalEncoding(keras.layers.Layer):
         """``P`` (float32) of shape ``(*paths.shape[:-1], dim)``."""
         paths = _check_paths(paths, self.max_depth, what="HierarchicalEncoding",
                              max_children=self.max_children)
-        offsets = ops.arange(self.max_depth, dtype=dtype_of(paths)) * self.max_children
+        offsets = ops.arange(self.max_depth, dtype="int32") * self.max_children
         table = ops.reshape(ops.cast(self.level_tables, "float32"), (-1, self.dim))
         rows = ops.take(table, ops.maximum(paths, 0) + offsets, axis=0)
         present = ops.expand_dims(ops.cast(paths >= 0, "float32"), -1)
         return ops.sum(rows * present, axis=-2)
 
     def call(self, x, paths):
-        check_embeddings("HierarchicalEncoding", x.shape, self.dim)
+        what = "HierarchicalEncoding"
+        check_embeddings(what, x.shape, self.dim)
+        paths = ops.convert_to_tensor(paths)
+        sc.check_paths_depth(paths.shape, self.max_depth, what=what)
+        _per_token("paths", paths, x, what=what, each="path", trailing="max_depth")
         pe = ops.cast(self.encoding(paths), self.compute_dtype)
         return ops.cast(x, self.compute_dtype) + pe
 
@@ -427,8 +433,7 @@ def modality_positions(modality_ids, *, num_modalities: int | None = None):
         index = ops.arange(ops.shape(ids)[-1], dtype="int32")
         earlier = ops.expand_dims(index, -1) > index  # [i, j]: j comes before i
         same = ops.equal(ops.expand_dims(ids, -1), ops.expand_dims(ids, -2))
-        return ops.cast(ops.sum(ops.cast(ops.logical_and(same, earlier), "int32"), axis=-1),
-                        "int32")
+        return ops.sum(ops.cast(ops.logical_and(same, earlier), "int32"), axis=-1)
     num_modalities = check_positive_int("num_modalities", num_modalities)
     _check_index(ids, "modality_ids", num_modalities, what="modality_positions",
                  fix="pass a larger num_modalities, or none to count any ids")
@@ -443,12 +448,12 @@ def _shared(enc: "MultimodalEncoding", ids, positions):
 
 def _per_modality(enc: "MultimodalEncoding", ids, positions):
     table = ops.reshape(ops.cast(enc.modality_tables, "float32"), (-1, enc.dim))
-    flat = ops.cast(ids, "int32") * enc.max_len + ops.cast(positions, "int32")
+    flat = ids * enc.max_len + positions
     return ops.take(table, flat, axis=0)
 
 
 def _shared_offset(enc: "MultimodalEncoding", ids, positions):
-    offset = ops.take(ops.cast(enc.modality_embedding, "float32"), ops.cast(ids, "int32"), axis=0)
+    offset = ops.take(ops.cast(enc.modality_embedding, "float32"), ids, axis=0)
     return ops.cast(sinusoidal(positions, enc.dim), "float32") + offset
 
 
@@ -563,9 +568,16 @@ class MultimodalEncoding(keras.layers.Layer):
         return _MODES[self.mode](self, ids, positions)
 
     def call(self, x, modality_ids, positions=None):
-        check_embeddings("MultimodalEncoding", x.shape, self.dim)
-        modality_ids = ops.convert_to_tensor(modality_ids)
-        check_rank("modality_ids", modality_ids.shape, (1, 2), what="MultimodalEncoding")
+        what = "MultimodalEncoding"
+        check_embeddings(what, x.shape, self.dim)
+        modality_ids = _integer(modality_ids, "modality_ids", what)
+        _per_token("modality_ids", modality_ids, x, what=what, each="modality id")
+        if positions is None:
+            if x.shape[-2] == 0:
+                return ops.cast(x, self.compute_dtype)
+        else:
+            positions = as_positions(positions)
+            check_positions_shape(what, positions.shape, x.shape)
         pe = ops.cast(self.encoding(modality_ids, positions), self.compute_dtype)
         return ops.cast(x, self.compute_dtype) + pe
 
@@ -630,15 +642,22 @@ class LowRankEncoding(keras.layers.Layer):
 
     def encoding(self, positions):
         """``P`` (float32) for ``positions`` (an int length or an int tensor)."""
-        pos = _table_positions(positions, self.max_len, "LowRankEncoding")
+        return self._rows(_table_positions(positions, self.max_len, "LowRankEncoding"))
+
+    def _rows(self, pos):
         left = ops.take(ops.cast(self.left, "float32"), pos, axis=0)
         return ops.matmul(left, ops.cast(self.right, "float32"))
 
     def call(self, x, positions=None):
-        check_embeddings("LowRankEncoding", x.shape, self.dim)
+        what = "LowRankEncoding"
+        check_embeddings(what, x.shape, self.dim)
         if positions is None:
-            positions = _default_positions(x, self.max_len, "LowRankEncoding")
-        pe = ops.cast(self.encoding(positions), self.compute_dtype)
+            if x.shape[-2] == 0:
+                return ops.cast(x, self.compute_dtype)
+            positions = _default_positions(x, self.max_len, what)
+        pos = _table_positions(positions, self.max_len, what)
+        check_positions_shape(what, pos.shape, x.shape)
+        pe = ops.cast(self._rows(pos), self.compute_dtype)
         return ops.cast(x, self.compute_dtype) + pe
 
     def compute_output_shape(self, input_shape):

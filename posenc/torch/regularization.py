@@ -13,7 +13,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from posenc.structured_core import check_rate, check_seed, check_std
+from posenc._checks import check_embeddings, check_positions_shape
+from posenc.structured_core import check_float_encoding, check_rate, check_seed, check_std
+from posenc.torch._util import as_positions
 
 __all__ = ["EncodingDropout", "ChannelDropout", "GaussianNoise", "RegularizedEncoding"]
 
@@ -42,10 +44,28 @@ class _Regularizer(nn.Module):
 
 
 def _check_encoding(encoding: torch.Tensor, what: str) -> None:
+    if not torch.is_tensor(encoding):
+        raise ValueError(
+            f"{what}: the encoding must be a tensor P of shape (..., seq, dim), "
+            f"got {type(encoding).__name__}; pass the output of an encoding(...) method."
+        )
     if encoding.dim() < 2:
         raise ValueError(
             f"{what}: the encoding must be (..., seq, dim), got shape {tuple(encoding.shape)}; "
             "add a sequence axis first."
+        )
+    check_float_encoding(what, str(encoding.dtype).replace("torch.", ""))
+
+
+def _check_x(what: str, x, inner) -> None:
+    """``x`` is ``(..., seq, dim)``, with the wrapped encoding's ``dim`` when it has one."""
+    dim = getattr(inner, "dim", None)
+    if isinstance(dim, int) and not isinstance(dim, bool):
+        check_embeddings(what, x.shape, dim)
+    elif x.dim() < 2:
+        raise ValueError(
+            f"{what}: x must be (..., seq, dim), got x.shape={tuple(x.shape)} "
+            f"(rank {x.dim()}); add a sequence axis, e.g. x[None] for a single token."
         )
 
 
@@ -276,12 +296,16 @@ class RegularizedEncoding(nn.Module):
         return self.inner.encoding(positions)
 
     def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
-        if x.dim() < 2:
-            raise ValueError(
-                f"RegularizedEncoding: x must be (..., seq, dim), got x.shape={tuple(x.shape)}."
-            )
-        pe = self.inner.encoding(x.shape[-2] if positions is None else positions)
-        pe = pe.to(device=x.device)
+        what = "RegularizedEncoding"
+        _check_x(what, x, self.inner)
+        if positions is None:
+            if x.shape[-2] == 0:
+                return x
+            positions = x.shape[-2]
+        else:
+            positions = as_positions(positions, device=x.device)
+            check_positions_shape(what, positions.shape, x.shape)
+        pe = self.inner.encoding(positions).to(device=x.device)
         active = self.noise.std > 0 or self.dropout.rate > 0 or self.channel_dropout.rate > 0
         if self.training and active:
             pe = pe.expand(torch.broadcast_shapes(pe.shape, x.shape))

@@ -8,6 +8,8 @@ alone in float32.
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 from torch import nn
 
@@ -17,8 +19,8 @@ from posenc._checks import (
     check_embeddings,
     check_even_dim,
     check_layout,
+    check_positions_shape,
     check_positive_int,
-    check_rank,
 )
 from posenc.torch._util import as_positions, wide_dtype
 from posenc.torch.absolute import sinusoidal
@@ -35,20 +37,25 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- helpers
+# The data checks (ranges of indices, well-formed paths) read numbers back from the
+# tensor, so they run on CPU tensors only: on an accelerator they would stop the host
+# once per forward (and break a compiled graph). There an out-of-range index stops the
+# gather with a device-side error instead.
 
 _is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 
 
 def _can_inspect(t: torch.Tensor) -> bool:
-    """Whether data-dependent checks may read ``t`` (not while compiling, not on meta)."""
-    return t.numel() > 0 and t.device.type != "meta" and not _is_compiling()
+    """Whether data-dependent checks may read ``t``: a non-empty CPU tensor, not compiling."""
+    return t.numel() > 0 and t.device.type == "cpu" and not _is_compiling()
 
 
-
-def _integer(t: torch.Tensor, name: str, what: str) -> torch.Tensor:
+def _integer(t, name: str, what: str) -> torch.Tensor:
+    """``t`` as an int64 tensor (so uint8 is never read as a mask), refusing other dtypes."""
+    t = t if torch.is_tensor(t) else torch.as_tensor(t)
     if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
         raise sc.integer_positions_error(name, str(t.dtype).replace("torch.", ""), what=what)
-    return t
+    return t.to(torch.long)
 
 
 def _check_index(t: torch.Tensor, name: str, limit: int, *, what: str, fix: str) -> None:
@@ -57,9 +64,9 @@ def _check_index(t: torch.Tensor, name: str, limit: int, *, what: str, fix: str)
         sc.check_index_values(name, int(lo), int(hi), limit, what=what, fix=fix)
 
 
-def _check_paths(paths: torch.Tensor, max_depth: int, *, what: str,
+def _check_paths(paths, max_depth: int, *, what: str,
                  max_children: int | None = None) -> torch.Tensor:
-    paths = _integer(torch.as_tensor(paths), "paths", what)
+    paths = _integer(paths, "paths", what)
     sc.check_paths_depth(paths.shape, max_depth, what=what)
     if _can_inspect(paths):
         lo, hi = torch.aminmax(paths)
@@ -69,16 +76,31 @@ def _check_paths(paths: torch.Tensor, max_depth: int, *, what: str,
 
 
 def _table_positions(positions, max_len: int, what: str, device) -> torch.Tensor:
-    """Integer positions for a table of ``max_len`` rows, checked."""
-    if isinstance(positions, int) and not isinstance(positions, bool):
-        n = check_positive_int("positions", positions)
+    """Integer positions (int64, on ``device``) for a table of ``max_len`` rows, checked."""
+    if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
+        n = check_positive_int("positions", positions, fix="Pass a sequence length of at least 1.")
         sc.check_length(n, max_len, what=what)
         return torch.arange(n, device=device)
-    pos = _integer(as_positions(positions, device=device), "positions", what)
+    pos = _integer(as_positions(positions), "positions", what)
     _check_index(pos, "positions", max_len, what=what,
                  fix="build it with a larger max_len, or restart positions per modality "
                      "with modality_positions(...)")
     return pos.to(device)
+
+
+def _timestamps(timestamps, what: str, device=None) -> torch.Tensor:
+    """Numeric timestamps as a tensor; an int n stands for ``0 .. n-1`` (on ``device``)."""
+    if isinstance(timestamps, bool) or not (isinstance(timestamps, numbers.Integral)
+                                            or torch.is_tensor(timestamps)):
+        timestamps = torch.as_tensor(timestamps)
+    if torch.is_tensor(timestamps):
+        sc.check_numeric_timestamps(str(timestamps.dtype).replace("torch.", ""), what=what)
+    return as_positions(timestamps, device=device, name="timestamps")
+
+
+def _per_token(name: str, t: torch.Tensor, x: torch.Tensor, *, what: str, each: str,
+               trailing: str = "") -> None:
+    sc.check_per_token_shape(name, t.shape, x.shape, what=what, each=each, trailing=trailing)
 
 
 # --------------------------------------------------------------------------- time
@@ -139,19 +161,14 @@ class ContinuousTimeEncoding(nn.Module):
 
     def encoding(self, timestamps) -> torch.Tensor:
         """``P`` (float32) of shape ``(*timestamps.shape, dim)``."""
-        t = as_positions(timestamps, name="timestamps")
+        t = _timestamps(timestamps, "ContinuousTimeEncoding")
         t = t.to(wide_dtype(t.device)) / self.time_scale
         return sinusoidal(t, self.dim, base=self.base, layout=self.layout).float()
 
     def forward(self, x: torch.Tensor, timestamps) -> torch.Tensor:
         check_embeddings("ContinuousTimeEncoding", x.shape, self.dim)
         timestamps = torch.as_tensor(timestamps, device=x.device)
-        check_rank("timestamps", timestamps.shape, (1, 2), what="ContinuousTimeEncoding")
-        if timestamps.shape[-1] != x.shape[-2]:
-            raise ValueError(
-                f"ContinuousTimeEncoding: timestamps must have one time per token, got "
-                f"timestamps.shape={tuple(timestamps.shape)} for x.shape={tuple(x.shape)}."
-            )
+        _per_token("timestamps", timestamps, x, what="ContinuousTimeEncoding", each="time")
         return x + self.encoding(timestamps).to(dtype=x.dtype)
 
 
@@ -208,8 +225,8 @@ class Time2Vec(nn.Module):
 
     def encoding(self, timestamps) -> torch.Tensor:
         """``P`` (float32) of shape ``(*timestamps.shape, dim)``."""
-        t = as_positions(timestamps, device=self.frequency.device, name="timestamps")
-        t = t.to(self.frequency.device)
+        device = self.frequency.device
+        t = _timestamps(timestamps, "Time2Vec", device).to(device)
         with torch.autocast(device_type=t.device.type, enabled=False):
             angles = t.float()[..., None] * self.frequency.float() + self.phase.float()
             return torch.cat((angles[..., :1], torch.sin(angles[..., 1:])), dim=-1)
@@ -217,8 +234,8 @@ class Time2Vec(nn.Module):
     def forward(self, x: torch.Tensor, timestamps) -> torch.Tensor:
         check_embeddings("Time2Vec", x.shape, self.dim)
         timestamps = torch.as_tensor(timestamps, device=x.device)
-        check_rank("timestamps", timestamps.shape, (1, 2), what="Time2Vec")
-        return x + self.encoding(timestamps).to(dtype=x.dtype)
+        _per_token("timestamps", timestamps, x, what="Time2Vec", each="time")
+        return x + self.encoding(timestamps).to(device=x.device, dtype=x.dtype)
 
 
 # --------------------------------------------------------------------------- trees
@@ -319,15 +336,19 @@ class HierarchicalEncoding(nn.Module):
 
     def encoding(self, paths) -> torch.Tensor:
         """``P`` (float32) of shape ``(*paths.shape[:-1], dim)``."""
-        paths = _check_paths(torch.as_tensor(paths, device=self.level_tables.device),
-                             self.max_depth, what="HierarchicalEncoding",
+        paths = _check_paths(paths, self.max_depth, what="HierarchicalEncoding",
                              max_children=self.max_children)
+        paths = paths.to(self.level_tables.device)
         offsets = torch.arange(self.max_depth, device=paths.device) * self.max_children
         rows = self.level_tables.float().reshape(-1, self.dim)[paths.clamp(min=0) + offsets]
         return (rows * (paths >= 0)[..., None]).sum(dim=-2)
 
     def forward(self, x: torch.Tensor, paths) -> torch.Tensor:
-        check_embeddings("HierarchicalEncoding", x.shape, self.dim)
+        what = "HierarchicalEncoding"
+        check_embeddings(what, x.shape, self.dim)
+        paths = paths if torch.is_tensor(paths) else torch.as_tensor(paths)
+        sc.check_paths_depth(paths.shape, self.max_depth, what=what)
+        _per_token("paths", paths, x, what=what, each="path", trailing="max_depth")
         return x + self.encoding(paths).to(device=x.device, dtype=x.dtype)
 
 
@@ -353,7 +374,7 @@ def modality_positions(modality_ids, *, num_modalities: int | None = None) -> to
         >>> modality_positions(torch.tensor([0, 0, 1, 1, 1, 0]))
         tensor([0, 1, 0, 1, 2, 2])
     """
-    ids = _integer(torch.as_tensor(modality_ids), "modality_ids", "modality_positions")
+    ids = _integer(modality_ids, "modality_ids", "modality_positions")
     if ids.dim() < 1:
         raise ValueError("modality_positions: modality_ids must be (..., seq), got a scalar.")
     if num_modalities is None:
@@ -364,7 +385,7 @@ def modality_positions(modality_ids, *, num_modalities: int | None = None) -> to
     num_modalities = check_positive_int("num_modalities", num_modalities)
     _check_index(ids, "modality_ids", num_modalities, what="modality_positions",
                  fix="pass a larger num_modalities, or none to count any ids")
-    one_hot = nn.functional.one_hot(ids.long(), num_modalities)
+    one_hot = nn.functional.one_hot(ids, num_modalities)
     return (one_hot.cumsum(dim=-2) * one_hot).sum(dim=-1) - 1
 
 
@@ -479,24 +500,33 @@ class MultimodalEncoding(nn.Module):
         ``(*positions.shape, dim)``.
         """
         what = "MultimodalEncoding"
-        device = next(self.parameters()).device if self.mode != "shared" else None
-        ids = _integer(torch.as_tensor(modality_ids, device=device), "modality_ids", what)
+        ids = _integer(modality_ids, "modality_ids", what)
         if ids.dim() < 1:
             raise ValueError(f"{what}: modality_ids must be (seq,) or (batch, seq), got a scalar.")
         _check_index(ids, "modality_ids", self.num_modalities, what=what,
                      fix=f"build it with num_modalities={self.num_modalities + 1} or more")
+        device = (ids.device if self.mode == "shared"
+                  else next(self.parameters()).device)
+        ids = ids.to(device)
         if positions is None:
             positions = ids.shape[-1]
         if self.mode == "per_modality":
-            positions = _table_positions(positions, self.max_len, what, ids.device)
+            positions = _table_positions(positions, self.max_len, what, device)
         else:
-            positions = as_positions(positions, device=ids.device)
-        return _MODES[self.mode](self, ids.long(), positions.to(ids.device))
+            positions = as_positions(positions, device=device).to(device)
+        return _MODES[self.mode](self, ids, positions)
 
     def forward(self, x: torch.Tensor, modality_ids, positions=None) -> torch.Tensor:
-        check_embeddings("MultimodalEncoding", x.shape, self.dim)
-        modality_ids = torch.as_tensor(modality_ids, device=x.device)
-        check_rank("modality_ids", modality_ids.shape, (1, 2), what="MultimodalEncoding")
+        what = "MultimodalEncoding"
+        check_embeddings(what, x.shape, self.dim)
+        modality_ids = _integer(modality_ids, "modality_ids", what)
+        _per_token("modality_ids", modality_ids, x, what=what, each="modality id")
+        if positions is None:
+            if x.shape[-2] == 0:
+                return x
+        else:
+            positions = as_positions(positions)
+            check_positions_shape(what, positions.shape, x.shape)
         return x + self.encoding(modality_ids, positions).to(device=x.device, dtype=x.dtype)
 
 
@@ -556,11 +586,20 @@ class LowRankEncoding(nn.Module):
 
     def encoding(self, positions) -> torch.Tensor:
         """``P`` (float32) for ``positions`` (an int length or an int tensor)."""
-        pos = _table_positions(positions, self.max_len, "LowRankEncoding", self.left.device)
+        return self._rows(_table_positions(positions, self.max_len, "LowRankEncoding",
+                                           self.left.device))
+
+    def _rows(self, pos: torch.Tensor) -> torch.Tensor:
         with torch.autocast(device_type=self.left.device.type, enabled=False):
             return self.left.float()[pos] @ self.right.float()
 
     def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
-        check_embeddings("LowRankEncoding", x.shape, self.dim)
-        pe = self.encoding(x.shape[-2] if positions is None else positions)
-        return x + pe.to(device=x.device, dtype=x.dtype)
+        what = "LowRankEncoding"
+        check_embeddings(what, x.shape, self.dim)
+        if positions is None:
+            if x.shape[-2] == 0:
+                return x
+            positions = x.shape[-2]
+        pos = _table_positions(positions, self.max_len, what, self.left.device)
+        check_positions_shape(what, pos.shape, x.shape)
+        return x + self._rows(pos).to(device=x.device, dtype=x.dtype)
