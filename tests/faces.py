@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import keras
 import numpy as np
+import pytest
 import torch
 from keras import ops
 
@@ -36,3 +37,14 @@ def dtype_name(t) -> str:
     if torch.is_tensor(t):
         return str(t.dtype).replace("torch.", "")
     return keras.backend.standardize_dtype(t.dtype)
+
+
+def same_error(faces, call) -> str:
+    """The ValueError message of ``call(face)`` for each face in ``faces``; they must agree."""
+    messages = []
+    for face in faces:
+        with pytest.raises(ValueError) as info:
+            call(face)
+        messages.append(str(info.value))
+    assert messages[0] in messages[1]  # Keras wraps the message in the layer's call context
+    return messages[0]

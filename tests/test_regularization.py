@@ -18,7 +18,7 @@ from posenc.keras.structured import LowRankEncoding as KerasLowRank
 from posenc.torch.absolute import SinusoidalEncoding as TorchSinusoidal
 from posenc.torch.structured import LowRankEncoding as TorchLowRank
 import faces
-from faces import dtype_name, np32
+from faces import dtype_name, np32, same_error
 
 FACES = {"torch": tr, "keras": kr}
 REGULARIZERS = [("EncodingDropout", 0.3), ("ChannelDropout", 0.3), ("GaussianNoise", 0.5)]
@@ -373,17 +373,6 @@ def _inner(face, name):
     return mod[0](16) if name == "sinusoidal" else mod[1](8, 16, rank=2)
 
 
-def _error(call):
-    """The ValueError message of ``call(face)`` in both faces; they must agree."""
-    messages = []
-    for face in FACES:
-        with pytest.raises(ValueError) as info:
-            call(face)
-        messages.append(str(info.value))
-    assert messages[0] in messages[1]  # Keras wraps it in the layer's call context
-    return messages[0]
-
-
 @pytest.mark.parametrize("inner", ["sinusoidal", "low_rank"])
 @pytest.mark.parametrize("training", [False, True])
 def test_wrapper_returns_an_empty_sequence_unchanged(inner, training):
@@ -404,7 +393,7 @@ def test_wrapper_positions_must_match_x(inner, shape):
         return wrapped(face, enc, training=True, x=tensor(face, np.zeros((2, 3, 16))),
                        positions=positions)
 
-    message = _error(call)
+    message = same_error(FACES, call)
     assert message.startswith("RegularizedEncoding: positions must have shape (seq,) or "
                               "(batch, seq)")
     assert f"got positions.shape={shape} for x.shape=(2, 3, 16)" in message
@@ -426,7 +415,7 @@ def test_wrapper_checks_the_width_of_x():
         enc = FACES[face].RegularizedEncoding(_inner(face, "sinusoidal"), noise_std=0.1)
         return wrapped(face, enc, training=True, x=tensor(face, np.zeros((2, 3, 8))))
 
-    message = _error(call)
+    message = same_error(FACES, call)
     assert message.startswith(r"RegularizedEncoding: x must be (..., seq, dim) with dim=16, "
                               r"got x.shape=(2, 3, 8)")
 
@@ -435,7 +424,7 @@ def test_wrapper_checks_the_width_of_x():
 @pytest.mark.parametrize("training", [False, True])
 def test_integer_encodings_are_refused(name, arg, training):
     # an integer P would be truncated by the scaling (torch) or refused by one backend only
-    message = _error(lambda face: apply(face, getattr(FACES[face], name)(arg, seed=0),
+    message = same_error(FACES, lambda face: apply(face, getattr(FACES[face], name)(arg, seed=0),
                                         faces.tensor(face, np.ones((2, 3, 4), np.int32)),
                                         training=training))
     assert message.startswith(f"{name}: the encoding must be a floating-point tensor, got "

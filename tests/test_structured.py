@@ -17,7 +17,7 @@ from posenc.keras.absolute import sinusoidal as k_sinusoidal
 from posenc.keras.absolute import sinusoidal_2d as k_sinusoidal_2d
 from posenc.torch.absolute import sinusoidal as t_sinusoidal
 from posenc.torch.absolute import sinusoidal_2d as t_sinusoidal_2d
-from faces import np32, tensor
+from faces import np32, same_error, tensor
 import reference as ref
 
 FACES = {"torch": ts, "keras": ks}
@@ -731,23 +731,13 @@ BAD_SHAPES = {
 POSITION_SHAPES = [(4,), (3, 3), (2, 1), (1, 2, 3)]
 
 
-def _messages(call):
-    out = []
-    for face in FACES:
-        with pytest.raises(ValueError) as info:
-            call(face)
-        out.append(str(info.value))
-    assert out[0] in out[1]  # Keras wraps the message in the layer's call context
-    return out[0]
-
-
 @pytest.mark.parametrize("case", sorted(BAD_SHAPES))
 def test_per_token_arguments_must_match_x(case):
     name, dtype, shapes = BAD_SHAPES[case]
     x = np.zeros((2, 3, DIM), np.float32)
     for shape in shapes:
         arg = np.zeros(shape, dtype)
-        message = _messages(lambda face: make(face, case)(tensor(face, x), tensor(face, arg)))
+        message = same_error(FACES, lambda face: make(face, case)(tensor(face, x), tensor(face, arg)))
         assert re.search(rf"{name} must have shape .* matching x's \(\.\.\., seq, dim\), got "
                          + re.escape(f"{name}.shape={shape} for x.shape=(2, 3, {DIM})"), message)
 
@@ -763,7 +753,7 @@ def test_positions_must_match_x(case):
             layer, extras = make(face, case), [tensor(face, np.zeros(3, np.int32))]
             return layer(tensor(face, x), *extras[:len(CASES[case][3])], tensor(face, pos))
 
-        message = _messages(call)
+        message = same_error(FACES, call)
         assert re.escape(f"got positions.shape={shape} for x.shape=(2, 3, {DIM})") in \
             re.escape(message)
 

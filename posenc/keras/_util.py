@@ -42,3 +42,14 @@ def wide_dtype() -> str:
         if not jax.config.jax_enable_x64:
             return "float32"
     return "float64"
+
+
+class AdditiveEncoding(keras.layers.Layer):
+    """Base of the layers that add an encoding to token embeddings: ``x + P``, of x's shape."""
+
+    def add_encoding(self, x, pe):
+        """``x + pe`` in the layer's compute dtype (P is computed in float32 and cast last)."""
+        return ops.cast(x, self.compute_dtype) + ops.cast(pe, self.compute_dtype)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape

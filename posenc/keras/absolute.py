@@ -13,7 +13,7 @@ from posenc._checks import (
     check_positive_int,
     check_positions_shape,
 )
-from posenc.keras._util import as_positions, result_dtype, wide_dtype
+from posenc.keras._util import AdditiveEncoding, as_positions, result_dtype, wide_dtype
 
 __all__ = ["sinusoidal", "sinusoidal_2d", "SinusoidalEncoding"]
 
@@ -100,7 +100,7 @@ def sinusoidal_2d(height: int, width: int, dim: int, *, base: float = 10000.0,
 
 
 @keras.saving.register_keras_serializable(package="posenc")
-class SinusoidalEncoding(keras.layers.Layer):
+class SinusoidalEncoding(AdditiveEncoding):
     """Adds the fixed sinusoidal encoding to token embeddings.
 
     ``call(x)`` returns ``x + sinusoidal(positions, dim)`` in the layer's
@@ -148,11 +148,7 @@ class SinusoidalEncoding(keras.layers.Layer):
         else:
             positions = as_positions(positions)
             check_positions_shape("SinusoidalEncoding", positions.shape, x.shape)
-        pe = ops.cast(self.encoding(positions), self.compute_dtype)
-        return ops.cast(x, self.compute_dtype) + pe
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
+        return self.add_encoding(x, self.encoding(positions))
 
     def get_config(self):
         config = super().get_config()

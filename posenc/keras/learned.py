@@ -16,7 +16,7 @@ from posenc._checks import (
     check_positive_int,
     check_positions_shape,
 )
-from posenc.keras._util import as_positions, dtype_of, wide_dtype
+from posenc.keras._util import AdditiveEncoding, as_positions, dtype_of, wide_dtype
 from posenc.keras.absolute import sinusoidal
 
 __all__ = ["resize_table", "resize_table_2d", "LearnedEncoding", "HybridEncoding"]
@@ -150,8 +150,21 @@ def _default_positions(what: str, x, max_len: int):
 
 
 
+def _add_encoding(layer, what: str, x, positions, encode):
+    """A table layer's call: ``x + encode(positions)``, positions checked against x."""
+    check_embeddings(what, x.shape, layer.dim)
+    if positions is None:
+        if x.shape[-2] == 0:
+            return ops.cast(x, layer.compute_dtype)
+        pos = _default_positions(what, x, layer.max_len)
+    else:
+        pos = _positions(what, positions, layer.max_len)
+        check_positions_shape(what, pos.shape, x.shape)
+    return layer.add_encoding(x, encode(pos))
+
+
 @keras.saving.register_keras_serializable(package="posenc")
-class LearnedEncoding(keras.layers.Layer):
+class LearnedEncoding(AdditiveEncoding):
     """Adds a learned position table to token embeddings (BERT, GPT-2, ViT).
 
     Each position ``p < max_len`` owns a trainable row ``table[p]``, and
@@ -219,16 +232,7 @@ class LearnedEncoding(keras.layers.Layer):
         return ops.take(ops.cast(self.table, "float32"), pos, axis=0)
 
     def call(self, x, positions=None):
-        check_embeddings("LearnedEncoding", x.shape, self.dim)
-        if positions is None:
-            if x.shape[-2] == 0:
-                return ops.cast(x, self.compute_dtype)
-            pos = _default_positions("LearnedEncoding", x, self.max_len)
-        else:
-            pos = _positions("LearnedEncoding", positions, self.max_len)
-            check_positions_shape("LearnedEncoding", pos.shape, x.shape)
-        pe = ops.cast(self._rows(pos), self.compute_dtype)
-        return ops.cast(x, self.compute_dtype) + pe
+        return _add_encoding(self, "LearnedEncoding", x, positions, self._rows)
 
     def resized(self, new_max_len: int, *, mode: str = "linear") -> "LearnedEncoding":
         """A new layer whose table is this one's resampled to ``new_max_len`` rows.
@@ -269,9 +273,6 @@ class LearnedEncoding(keras.layers.Layer):
         new.trainable = self.trainable
         return new
 
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
     def get_config(self):
         config = super().get_config()
         config.update({"max_len": self.max_len, "dim": self.dim, "init_std": self.init_std})
@@ -279,7 +280,7 @@ class LearnedEncoding(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="posenc")
-class HybridEncoding(keras.layers.Layer):
+class HybridEncoding(AdditiveEncoding):
     """Adds a scaled sinusoid plus a learned correction to token embeddings.
 
     ``P(p) = scale * sinusoidal(p) + offset[p]``: the fixed encoding of
@@ -344,19 +345,7 @@ class HybridEncoding(keras.layers.Layer):
         return ops.cast(self.scale, "float32") * sinusoid + offset
 
     def call(self, x, positions=None):
-        check_embeddings("HybridEncoding", x.shape, self.dim)
-        if positions is None:
-            if x.shape[-2] == 0:
-                return ops.cast(x, self.compute_dtype)
-            pos = _default_positions("HybridEncoding", x, self.max_len)
-        else:
-            pos = _positions("HybridEncoding", positions, self.max_len)
-            check_positions_shape("HybridEncoding", pos.shape, x.shape)
-        pe = ops.cast(self._encode(pos), self.compute_dtype)
-        return ops.cast(x, self.compute_dtype) + pe
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
+        return _add_encoding(self, "HybridEncoding", x, positions, self._encode)
 
     def get_config(self):
         config = super().get_config()

@@ -14,7 +14,7 @@ import keras
 from keras import ops
 
 from posenc._checks import check_embeddings, check_positions_shape
-from posenc.keras._util import as_positions, dtype_of
+from posenc.keras._util import AdditiveEncoding, as_positions, dtype_of
 from posenc.structured_core import check_float_encoding, check_rate, check_seed, check_std
 
 __all__ = ["EncodingDropout", "ChannelDropout", "GaussianNoise", "RegularizedEncoding"]
@@ -217,7 +217,7 @@ class GaussianNoise(_Regularizer):
 
 
 @keras.saving.register_keras_serializable(package="posenc")
-class RegularizedEncoding(keras.layers.Layer):
+class RegularizedEncoding(AdditiveEncoding):
     """Wraps an absolute encoding layer and regularises its ``P`` during training.
 
     ``call(x, training=True)`` returns ``x + R(P)`` where
@@ -323,10 +323,7 @@ class RegularizedEncoding(keras.layers.Layer):
             pe = self.noise(pe, training=True)
             pe = self.dropout(pe, training=True)
             pe = self.channel_dropout(pe, training=True)
-        return ops.cast(x, self.compute_dtype) + ops.cast(pe, self.compute_dtype)
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
+        return self.add_encoding(x, pe)
 
     def get_config(self):
         config = super().get_config()

@@ -28,7 +28,7 @@ from posenc._checks import (
     check_positions_shape,
     check_positive_int,
 )
-from posenc.keras._util import as_positions, dtype_of, wide_dtype
+from posenc.keras._util import AdditiveEncoding, as_positions, dtype_of, wide_dtype
 from posenc.keras.absolute import sinusoidal
 
 __all__ = [
@@ -133,7 +133,7 @@ def _per_token(name: str, t, x, *, what: str, each: str, trailing: str = "") -> 
 # --------------------------------------------------------------------------- time
 
 @keras.saving.register_keras_serializable(package="posenc")
-class ContinuousTimeEncoding(keras.layers.Layer):
+class ContinuousTimeEncoding(AdditiveEncoding):
     """Sinusoidal encoding of real-valued timestamps (irregular sampling).
 
     The sinusoid of Vaswani et al. (2017) is defined for any real position, so
@@ -196,11 +196,7 @@ class ContinuousTimeEncoding(keras.layers.Layer):
         check_embeddings("ContinuousTimeEncoding", x.shape, self.dim)
         timestamps = ops.convert_to_tensor(timestamps)
         _per_token("timestamps", timestamps, x, what="ContinuousTimeEncoding", each="time")
-        pe = ops.cast(self.encoding(timestamps), self.compute_dtype)
-        return ops.cast(x, self.compute_dtype) + pe
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
+        return self.add_encoding(x, self.encoding(timestamps))
 
     def get_config(self):
         config = super().get_config()
@@ -210,7 +206,7 @@ class ContinuousTimeEncoding(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="posenc")
-class Time2Vec(keras.layers.Layer):
+class Time2Vec(AdditiveEncoding):
     """Time2Vec: one linear and ``dim - 1`` learned periodic features of time.
 
     Kazemi et al. (2019) represent a time ``t`` by ``t2v(t)[0] = w_0 t + b_0``
@@ -268,11 +264,7 @@ class Time2Vec(keras.layers.Layer):
         check_embeddings("Time2Vec", x.shape, self.dim)
         timestamps = ops.convert_to_tensor(timestamps)
         _per_token("timestamps", timestamps, x, what="Time2Vec", each="time")
-        pe = ops.cast(self.encoding(timestamps), self.compute_dtype)
-        return ops.cast(x, self.compute_dtype) + pe
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
+        return self.add_encoding(x, self.encoding(timestamps))
 
     def get_config(self):
         config = super().get_config()
@@ -323,7 +315,7 @@ def hierarchical(paths, dim: int, *, max_depth: int, base: float = 10000.0):
 
 
 @keras.saving.register_keras_serializable(package="posenc")
-class HierarchicalEncoding(keras.layers.Layer):
+class HierarchicalEncoding(AdditiveEncoding):
     """Learned tree positions: the sum of one embedding per level of the path.
 
     ``P(path) = sum_l level_tables[l, path[l]]`` over the levels the node
@@ -390,11 +382,7 @@ class HierarchicalEncoding(keras.layers.Layer):
         paths = ops.convert_to_tensor(paths)
         sc.check_paths_depth(paths.shape, self.max_depth, what=what)
         _per_token("paths", paths, x, what=what, each="path", trailing="max_depth")
-        pe = ops.cast(self.encoding(paths), self.compute_dtype)
-        return ops.cast(x, self.compute_dtype) + pe
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
+        return self.add_encoding(x, self.encoding(paths))
 
     def get_config(self):
         config = super().get_config()
@@ -462,7 +450,7 @@ _MODES = {"shared": _shared, "per_modality": _per_modality, "shared_offset": _sh
 
 
 @keras.saving.register_keras_serializable(package="posenc")
-class MultimodalEncoding(keras.layers.Layer):
+class MultimodalEncoding(AdditiveEncoding):
     """Positions for sequences that mix modalities (text, image patches, audio).
 
     Three ways to share position information between modalities, chosen by
@@ -578,11 +566,7 @@ class MultimodalEncoding(keras.layers.Layer):
         else:
             positions = as_positions(positions)
             check_positions_shape(what, positions.shape, x.shape)
-        pe = ops.cast(self.encoding(modality_ids, positions), self.compute_dtype)
-        return ops.cast(x, self.compute_dtype) + pe
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
+        return self.add_encoding(x, self.encoding(modality_ids, positions))
 
     def get_config(self):
         config = super().get_config()
@@ -594,7 +578,7 @@ class MultimodalEncoding(keras.layers.Layer):
 # --------------------------------------------------------------------------- low rank
 
 @keras.saving.register_keras_serializable(package="posenc")
-class LowRankEncoding(keras.layers.Layer):
+class LowRankEncoding(AdditiveEncoding):
     """A learned position table factorised as ``P = left @ right``.
 
     A learned table has ``max_len * dim`` free numbers, but trained tables
@@ -657,11 +641,7 @@ class LowRankEncoding(keras.layers.Layer):
             positions = _default_positions(x, self.max_len, what)
         pos = _table_positions(positions, self.max_len, what)
         check_positions_shape(what, pos.shape, x.shape)
-        pe = ops.cast(self._rows(pos), self.compute_dtype)
-        return ops.cast(x, self.compute_dtype) + pe
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
+        return self.add_encoding(x, self._rows(pos))
 
     def get_config(self):
         config = super().get_config()

@@ -132,6 +132,19 @@ def _positions(what: str, positions, max_len: int, device) -> torch.Tensor:
 
 
 
+def _add_encoding(module, what: str, x: torch.Tensor, positions, device) -> torch.Tensor:
+    """A table module's forward: ``x + module.encoding(positions)``, positions checked."""
+    check_embeddings(what, x.shape, module.dim)
+    if positions is None:
+        if x.shape[-2] == 0:
+            return x
+        positions = x.shape[-2]
+    else:
+        positions = as_positions(positions, device=device)
+        check_positions_shape(what, positions.shape, x.shape)
+    return x + module.encoding(positions).to(device=x.device, dtype=x.dtype)
+
+
 class LearnedEncoding(nn.Module):
     """Adds a learned position table to token embeddings (BERT, GPT-2, ViT).
 
@@ -203,16 +216,7 @@ class LearnedEncoding(nn.Module):
         return self.table[pos].float()
 
     def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
-        check_embeddings("LearnedEncoding", x.shape, self.dim)
-        if positions is None:
-            if x.shape[-2] == 0:
-                return x
-            positions = x.shape[-2]
-        else:
-            positions = as_positions(positions, device=self.table.device)
-            check_positions_shape("LearnedEncoding", positions.shape, x.shape)
-        pe = self.encoding(positions)
-        return x + pe.to(device=x.device, dtype=x.dtype)
+        return _add_encoding(self, "LearnedEncoding", x, positions, self.table.device)
 
     def resized(self, new_max_len: int, *, mode: str = "linear") -> "LearnedEncoding":
         """A new module whose table is this one's resampled to ``new_max_len`` rows.
@@ -317,14 +321,5 @@ class HybridEncoding(nn.Module):
         return self.scale.float() * sinusoid + self.offset[pos].float()
 
     def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
-        check_embeddings("HybridEncoding", x.shape, self.dim)
-        if positions is None:
-            if x.shape[-2] == 0:
-                return x
-            positions = x.shape[-2]
-        else:
-            positions = as_positions(positions, device=self.offset.device)
-            check_positions_shape("HybridEncoding", positions.shape, x.shape)
-        pe = self.encoding(positions)
-        return x + pe.to(device=x.device, dtype=x.dtype)
+        return _add_encoding(self, "HybridEncoding", x, positions, self.offset.device)
 
