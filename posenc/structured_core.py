@@ -232,3 +232,218 @@ def low_rank_init_std(rank: int, target: float = TABLE_INIT_STD) -> float:
     of ``rank`` terms of variance ``s^4``, so ``s = sqrt(target / sqrt(rank))``.
     """
     return math.sqrt(target / math.sqrt(rank))
+
+
+# --------------------------------------------------------------------------- coordinates and graphs
+# Chapter 4: DETR's sine embedding of coordinates, and Laplacian eigenvector positions.
+
+import numpy as np  # noqa: E402  (this section's formulas are NumPy)
+
+def coordinate_width(dim, num_coords: int, *, what: str = "coordinate_encoding") -> int:
+    """Channels per coordinate, ``dim // num_coords``; it must be even."""
+    dim = check_positive_int("dim", dim)
+    if num_coords < 1:
+        raise ValueError(
+            f"{what}: coords must be (..., k) with at least one coordinate on the last axis, "
+            f"got k={num_coords}; pass e.g. (y, x) pairs or (x, y, w, h) boxes."
+        )
+    step = 2 * num_coords
+    if dim % step:
+        lower, upper = dim - dim % step, dim - dim % step + step
+        hint = f"dim={upper}" + (f" or dim={lower}" if lower else "")
+        raise ValueError(
+            f"{what}: each of the k={num_coords} coordinates gets dim // k channels of "
+            f"sine/cosine pairs, so dim must be a multiple of 2 * k = {step}; got dim={dim}. "
+            f"Use {hint}."
+        )
+    return dim // num_coords
+
+
+def check_coordinate_scale(scale, num_coords: int, *,
+                           what: str = "coordinate_encoding") -> tuple[float, ...]:
+    """One positive finite factor per coordinate (a single number is used for all)."""
+    values = (list(scale) if isinstance(scale, (list, tuple)) else [scale])
+    if len(values) == 1:
+        values = values * num_coords
+    if len(values) != num_coords:
+        raise ValueError(
+            f"{what}: scale must be one number or one per coordinate, got {len(values)} "
+            f"values for k={num_coords} coordinates (scale={scale!r}); pass a single number "
+            f"or a sequence of {num_coords}."
+        )
+    out = tuple(_plain_number("scale", v, what) for v in values)
+    if any(v <= 0.0 for v in out):
+        raise ValueError(
+            f"{what}: scale must be greater than 0 (coordinates are multiplied by it), got "
+            f"scale={scale!r}; use 2 * pi for coordinates normalised to [0, 1] (DETR), or "
+            "1 / unit for coordinates in a unit such as seconds or pixels."
+        )
+    return out
+
+
+def check_sign_flip(sign_flip, *, what: str = "LaplacianEncoding") -> bool:
+    if not isinstance(sign_flip, bool):
+        raise ValueError(f"{what}: sign_flip must be True or False, got sign_flip={sign_flip!r}.")
+    return sign_flip
+
+
+def check_eigenvectors_shape(shape, k: int, *, what: str = "LaplacianEncoding") -> None:
+    """``eigenvectors`` are ``(..., nodes, k)``: one row of ``k`` entries per node."""
+    shape = tuple(shape)
+    if len(shape) < 2 or (shape[-1] is not None and shape[-1] != k):
+        raise ValueError(
+            f"{what}: eigenvectors must have shape (nodes, k) or (batch, nodes, k) with k={k}, "
+            f"got eigenvectors.shape={shape}; pass laplacian_positions(adjacency, {k}) or "
+            "build the encoding with the k you computed."
+        )
+
+
+def _adjacency(adjacency, what: str) -> np.ndarray:
+    """``adjacency`` as a float64 matrix: square, finite, symmetric, non-negative."""
+    a = np.asarray(adjacency)
+    if a.dtype == bool:
+        a = a.astype(np.float64)
+    if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
+        raise ValueError(
+            f"{what}: adjacency must hold numbers (0/1 or edge weights), got dtype {a.dtype}."
+        )
+    a = a.astype(np.float64)
+    if a.ndim != 2 or a.shape[0] != a.shape[1] or a.shape[0] == 0:
+        raise ValueError(
+            f"{what}: adjacency must be a square (nodes, nodes) matrix, got "
+            f"adjacency.shape={a.shape}; pass the n x n adjacency (or weight) matrix of the graph."
+        )
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{what}: adjacency must be finite, got a NaN or infinite weight.")
+    if np.any(a < 0):
+        i, j = (int(v) for v in np.argwhere(a < 0)[0])
+        raise ValueError(
+            f"{what}: adjacency must hold non-negative edge weights, got adjacency[{i}, {j}]="
+            f"{float(a[i, j])!r}; use 0 for no edge and a positive weight for an edge."
+        )
+    if not np.allclose(a, a.T, rtol=1e-6, atol=1e-9):
+        i, j = (int(v) for v in np.argwhere(~np.isclose(a, a.T, rtol=1e-6, atol=1e-9))[0])
+        raise ValueError(
+            f"{what}: adjacency must be symmetric (an undirected graph), got adjacency[{i}, {j}]="
+            f"{float(a[i, j])!r} but adjacency[{j}, {i}]={float(a[j, i])!r}; use "
+            "np.maximum(A, A.T) or (A + A.T) / 2 for the undirected graph."
+        )
+    return (a + a.T) / 2.0
+
+
+def laplacian(adjacency, *, normalized: bool = True) -> np.ndarray:
+    """The graph Laplacian of a symmetric adjacency matrix, in float64.
+
+    ``normalized=True`` gives the symmetric normalised Laplacian
+    ``L = I - D^(-1/2) A D^(-1/2)`` (Chung's convention: the diagonal is 1 for a
+    node with edges, 0 for an isolated node); ``normalized=False`` the
+    combinatorial ``L = D - A``. ``D`` is the diagonal matrix of degrees (row sums
+    of ``A``). Both are symmetric positive semi-definite, with one zero eigenvalue
+    per connected component.
+
+    Args:
+        adjacency: ``(nodes, nodes)`` array, symmetric with non-negative weights
+            (0/1 for an unweighted graph); self-loops are allowed.
+        normalized: the normalised (default) or the combinatorial Laplacian.
+
+    Returns:
+        float64 array of shape ``(nodes, nodes)``.
+
+    Example:
+        >>> laplacian([[0, 1], [1, 0]])
+        array([[ 1., -1.],
+               [-1.,  1.]])
+
+    References:
+        Chung, "Spectral Graph Theory", AMS, 1997, chapter 1.
+    """
+    return _laplacian(_adjacency(adjacency, "laplacian"), normalized)
+
+
+def _laplacian(a: np.ndarray, normalized: bool) -> np.ndarray:
+    degree = a.sum(axis=1)
+    if not normalized:
+        return np.diag(degree) - a
+    inv_sqrt = np.zeros_like(degree)
+    inv_sqrt[degree > 0] = degree[degree > 0] ** -0.5
+    return np.diag((degree > 0).astype(np.float64)) - inv_sqrt[:, None] * a * inv_sqrt[None, :]
+
+
+#: Eigenvalues below this (relative to the largest, at least 1) count as zero.
+TRIVIAL_EIGENVALUE_TOL = 1e-8
+
+
+def laplacian_positions(adjacency, k, *, normalized: bool = True,
+                        return_eigenvalues: bool = False):
+    """Laplacian eigenvector positions of the nodes of a graph (NumPy, float64).
+
+    Dwivedi et al. (2020) give each node of a graph the entries of the ``k``
+    eigenvectors of the normalised Laplacian with the smallest non-trivial
+    eigenvalues: the graph's analogue of the sinusoids, which are exactly the
+    Laplacian eigenvectors of a cycle. The trivial eigenvectors (eigenvalue 0,
+    one per connected component, constant on it up to the degree scaling) are
+    skipped. Eigenvectors are sorted by eigenvalue and have unit norm.
+
+    An eigenvector is defined only up to its sign (``L v = lam v`` implies
+    ``L (-v) = lam (-v)``), so a deterministic convention is applied: the first
+    entry whose magnitude exceeds ``1e-6`` times the vector's largest is made
+    positive. The convention is arbitrary, which is why models flip the signs at
+    random during training (:class:`LaplacianEncoding`). Where eigenvalues
+    repeat (a cycle, a square grid), any orthonormal basis of their eigenspace
+    is as valid as the one returned; only the space is determined.
+
+    Args:
+        adjacency: ``(nodes, nodes)`` symmetric array of non-negative edge
+            weights (0/1 for an unweighted graph).
+        k: number of eigenvectors, ``1 <= k <= nodes - components``.
+        normalized: use ``I - D^(-1/2) A D^(-1/2)`` (default, as Dwivedi et al.)
+            or, with ``False``, ``D - A``.
+        return_eigenvalues: also return the ``k`` eigenvalues. Default ``False``.
+
+    Returns:
+        float64 array ``(nodes, k)``, column ``j`` the eigenvector with the
+        ``j``-th smallest non-trivial eigenvalue; with ``return_eigenvalues``,
+        the pair ``(vectors, eigenvalues)``.
+
+    Example:
+        >>> path = np.eye(4, k=1) + np.eye(4, k=-1)          # 0 - 1 - 2 - 3
+        >>> vectors, values = laplacian_positions(path, 2, return_eigenvalues=True)
+        >>> vectors.shape, np.round(values, 4)
+        ((4, 2), array([0.5, 1.5]))
+
+    References:
+        Dwivedi, Joshi, Laurent, Bengio & Bresson, "Benchmarking Graph Neural
+        Networks", arXiv:2003.00982, 2020 (JMLR 2023).
+        Dwivedi & Bresson, "A Generalization of Transformer Networks to Graphs",
+        AAAI Workshop on Deep Learning on Graphs, 2021.
+    """
+    what = "laplacian_positions"
+    lap = _laplacian(_adjacency(adjacency, what), normalized)
+    nodes = lap.shape[0]
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise ValueError(
+            f"{what}: k must be a positive integer (the number of eigenvectors), got k={k!r}."
+        )
+    k = int(k)
+    if k > nodes - 1:
+        raise ValueError(
+            f"{what}: k={k} is too large for a graph of {nodes} nodes: it has {nodes} "
+            f"eigenvectors, one of them trivial, so use k <= {nodes - 1}."
+        )
+    values, vectors = np.linalg.eigh(lap)
+    order = np.argsort(values, kind="stable")
+    values, vectors = values[order], vectors[:, order]
+    trivial = int(np.sum(values < TRIVIAL_EIGENVALUE_TOL * max(1.0, float(values[-1]))))
+    if k > nodes - trivial:
+        raise ValueError(
+            f"{what}: k={k} exceeds the {nodes - trivial} non-trivial eigenvectors of this "
+            f"graph ({nodes} nodes, {trivial} connected components, each with a trivial "
+            f"eigenvector); use k <= {nodes - trivial}, or connect the graph."
+        )
+    values, vectors = values[trivial:trivial + k], vectors[:, trivial:trivial + k].copy()
+    for j in range(k):
+        column = vectors[:, j]
+        first = int(np.argmax(np.abs(column) > 1e-6 * np.abs(column).max()))
+        if column[first] < 0:
+            vectors[:, j] = -column
+    return (vectors, values) if return_eigenvalues else vectors

@@ -39,6 +39,10 @@ __all__ = [
     "modality_positions",
     "MultimodalEncoding",
     "LowRankEncoding",
+    "coordinate_encoding",
+    "laplacian",
+    "laplacian_positions",
+    "LaplacianEncoding",
 ]
 
 
@@ -646,4 +650,205 @@ class LowRankEncoding(AdditiveEncoding):
     def get_config(self):
         config = super().get_config()
         config.update({"max_len": self.max_len, "dim": self.dim, "rank": self.rank})
+        return config
+
+
+# --------------------------------------------------------------------------- coordinates and graphs
+
+import math  # noqa: E402
+
+from posenc.keras._util import result_dtype  # noqa: E402
+
+
+def coordinate_encoding(coords, dim: int, *, scale=2 * math.pi, base: float = 10000.0,
+                        layout: str = "interleaved"):
+    """Sinusoidal encoding of real coordinates: one sinusoid per coordinate, concatenated.
+
+    DETR (Carion et al., 2020) encodes the position of a feature-map cell by its
+    coordinates normalised to ``[0, 1]`` and multiplied by ``2 pi``, with the
+    sinusoid of Vaswani et al. applied to each axis and the two halves
+    concatenated, ``y`` first. Conditional DETR and DAB-DETR encode reference
+    points ``(x, y)`` and anchor boxes ``(x, y, w, h)`` of their object queries
+    the same way. For ``coords`` of shape ``(..., k)`` the result is
+    ``concat_c sinusoidal(scale_c * coords[..., c], dim // k)``: pass the
+    coordinates in the order you want their blocks (``(y, x)`` for DETR).
+
+    Args:
+        coords: float (or int) tensor ``(..., k)``, e.g. ``(y, x)`` in ``[0, 1]``.
+        dim: feature dimension, a multiple of ``2 * k``.
+        scale: positive number multiplying every coordinate, or one per
+            coordinate (e.g. ``1 / hop`` for seconds). Default ``2 * pi``.
+        base: wavelength base (DETR's ``temperature``). Default ``10000.0``.
+        layout: ``"interleaved"`` (DETR) or ``"concat"`` within each block.
+
+    Returns:
+        Tensor ``(..., dim)``: float32 for integer coordinates, else the
+        coordinates' dtype.
+
+    Example:
+        >>> centres = keras.ops.convert_to_tensor([[0.5, 0.25], [0.1, 0.9]])   # (y, x)
+        >>> tuple(coordinate_encoding(centres, 256).shape)
+        (2, 256)
+
+    References:
+        Carion et al., "End-to-End Object Detection with Transformers", ECCV 2020.
+        Liu et al., "DAB-DETR: Dynamic Anchor Boxes are Better Queries for DETR",
+        ICLR 2022.
+    """
+    what = "coordinate_encoding"
+    coords = as_positions(ops.convert_to_tensor(coords))
+    if len(coords.shape) < 1:
+        raise ValueError(f"{what}: coords must be (..., k), got a scalar; use coords[..., None].")
+    num = coords.shape[-1]
+    width = sc.coordinate_width(dim, num, what=what)
+    scales = sc.check_coordinate_scale(scale, num, what=what)
+    wide = ops.cast(coords, wide_dtype())
+    blocks = [sinusoidal(wide[..., c] * scales[c], width, base=base, layout=layout)
+              for c in range(num)]
+    return ops.cast(ops.concatenate(blocks, axis=-1), result_dtype(coords))
+
+
+def laplacian(adjacency, *, normalized: bool = True):
+    """The graph Laplacian (float32), ``I - D^(-1/2) A D^(-1/2)`` or ``D - A``.
+
+    Computed in float64 NumPy by :func:`posenc.structured_core.laplacian` (the
+    checks and the formula live there) and returned as a tensor.
+
+    Args:
+        adjacency: ``(nodes, nodes)`` symmetric, non-negative array or tensor.
+        normalized: the normalised (default) or the combinatorial Laplacian.
+
+    Returns:
+        float32 tensor ``(nodes, nodes)``.
+
+    Example:
+        >>> keras.ops.convert_to_numpy(laplacian([[0, 1], [1, 0]]))
+        array([[ 1., -1.],
+               [-1.,  1.]], dtype=float32)
+    """
+    lap = sc.laplacian(_host(adjacency), normalized=normalized)
+    return ops.convert_to_tensor(lap.astype("float32"))
+
+
+def laplacian_positions(adjacency, k: int, *, normalized: bool = True,
+                        return_eigenvalues: bool = False):
+    """Laplacian eigenvector positions (Dwivedi et al., 2020) as a float32 tensor.
+
+    The ``k`` eigenvectors of the graph Laplacian with the smallest non-trivial
+    eigenvalues, one row per node, with the deterministic sign convention of
+    :func:`posenc.structured_core.laplacian_positions` (which computes them in
+    float64 NumPy: a preprocessing step, done once per graph).
+
+    Args:
+        adjacency: ``(nodes, nodes)`` symmetric, non-negative array or tensor.
+        k: number of eigenvectors, ``1 <= k <= nodes - components``.
+        normalized: normalised (default) or combinatorial Laplacian.
+        return_eigenvalues: also return the ``k`` eigenvalues. Default ``False``.
+
+    Returns:
+        float32 tensor ``(nodes, k)`` (and the eigenvalues ``(k,)`` if asked).
+
+    Example:
+        >>> import numpy as np
+        >>> cycle = np.roll(np.eye(6), 1, 0) + np.roll(np.eye(6), -1, 0)
+        >>> tuple(laplacian_positions(cycle, 2).shape)
+        (6, 2)
+
+    References:
+        Dwivedi et al., "Benchmarking Graph Neural Networks", arXiv:2003.00982, 2020.
+    """
+    out = sc.laplacian_positions(_host(adjacency), k, normalized=normalized,
+                                 return_eigenvalues=return_eigenvalues)
+    if return_eigenvalues:
+        return tuple(ops.convert_to_tensor(o.astype("float32")) for o in out)
+    return ops.convert_to_tensor(out.astype("float32"))
+
+
+def _host(array):
+    """A backend tensor or variable as NumPy (anything else as it is), for the graph code."""
+    if isinstance(array, keras.Variable) or ops.is_tensor(array):
+        return ops.convert_to_numpy(array)
+    return array
+
+
+@keras.saving.register_keras_serializable(package="posenc")
+class LaplacianEncoding(AdditiveEncoding):
+    """Graph node positions: a linear map of Laplacian eigenvectors, signs flipped in training.
+
+    Dwivedi & Bresson (2021) give each node ``i`` of a graph the row ``u_i`` of
+    its ``k`` Laplacian eigenvectors (:func:`laplacian_positions`) and add
+    ``u_i C + c`` to the node's features, ``C`` a learned ``(k, dim)`` matrix.
+    The sign of each eigenvector is arbitrary, so during training every
+    eigenvector's sign is flipped at random, independently for each graph of
+    the batch (Dwivedi et al., 2020): the model learns not to rely on a sign
+    that another graph, or another eigensolver, would choose differently.
+    Without ``training=True`` the eigenvectors are used as given.
+
+    Args:
+        k: number of eigenvectors per node.
+        dim: feature dimension; must equal ``x.shape[-1]``.
+        sign_flip: flip signs at random in training. Default ``True``.
+        seed: optional int for a reproducible ``keras.random.SeedGenerator``.
+
+    Call arguments:
+        x: ``(batch, nodes, dim)`` node features.
+        eigenvectors: ``(nodes, k)`` or ``(batch, nodes, k)`` eigenvector entries.
+        training: bool; only ``True`` flips signs. Keras sets it inside ``fit``.
+
+    Returns:
+        Tensor of the shape of ``x`` in the layer's compute dtype.
+
+    Weights:
+        kernel: ``(k, dim)``, Glorot-uniform; bias: ``(dim,)``, zeros.
+
+    Example:
+        >>> import numpy as np
+        >>> path = np.eye(5, k=1) + np.eye(5, k=-1)
+        >>> enc = LaplacianEncoding(2, 8, seed=0)
+        >>> tuple(enc(keras.ops.zeros((1, 5, 8)), laplacian_positions(path, 2)).shape)
+        (1, 5, 8)
+
+    References:
+        Dwivedi & Bresson, "A Generalization of Transformer Networks to Graphs",
+        AAAI Workshop on Deep Learning on Graphs, 2021.
+        Dwivedi et al., "Benchmarking Graph Neural Networks", arXiv:2003.00982, 2020.
+    """
+
+    def __init__(self, k: int, dim: int, *, sign_flip: bool = True, seed: int | None = None,
+                 **kwargs):
+        kwargs.setdefault("autocast", False)
+        super().__init__(**kwargs)
+        self.k = check_positive_int("k", k)
+        self.dim = check_positive_int("dim", dim)
+        self.sign_flip = sc.check_sign_flip(sign_flip)
+        self.seed = sc.check_seed(seed, what="LaplacianEncoding")
+        self.seed_generator = keras.random.SeedGenerator(self.seed)
+        self.kernel = self.add_weight(name="kernel", shape=(self.k, self.dim),
+                                      initializer="glorot_uniform")
+        self.bias = self.add_weight(name="bias", shape=(self.dim,), initializer="zeros")
+        self.built = True
+
+    def encoding(self, eigenvectors, training=None):
+        """``P`` (float32) ``(..., nodes, dim)``; signs flipped at random when training."""
+        u = ops.cast(ops.convert_to_tensor(eigenvectors), "float32")
+        sc.check_eigenvectors_shape(u.shape, self.k)
+        if training and self.sign_flip:
+            shape = (*ops.shape(u)[:-2], 1, self.k)
+            coin = keras.random.uniform(shape, seed=self.seed_generator) < 0.5
+            u = u * ops.where(coin, -1.0, 1.0)
+        return ops.matmul(u, ops.cast(self.kernel, "float32")) + ops.cast(self.bias, "float32")
+
+    def call(self, x, eigenvectors, training=None):
+        what = "LaplacianEncoding"
+        check_embeddings(what, x.shape, self.dim)
+        eigenvectors = ops.convert_to_tensor(eigenvectors)
+        sc.check_eigenvectors_shape(eigenvectors.shape, self.k)
+        _per_token("eigenvectors", eigenvectors, x, what=what, each="row of k eigenvector "
+                   "entries (one per node)", trailing="k")
+        return self.add_encoding(x, self.encoding(eigenvectors, training=training))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"k": self.k, "dim": self.dim, "sign_flip": self.sign_flip,
+                       "seed": self.seed})
         return config

@@ -33,6 +33,10 @@ __all__ = [
     "modality_positions",
     "MultimodalEncoding",
     "LowRankEncoding",
+    "coordinate_encoding",
+    "laplacian",
+    "laplacian_positions",
+    "LaplacianEncoding",
 ]
 
 
@@ -603,3 +607,208 @@ class LowRankEncoding(nn.Module):
         pos = _table_positions(positions, self.max_len, what, self.left.device)
         check_positions_shape(what, pos.shape, x.shape)
         return x + self._rows(pos).to(device=x.device, dtype=x.dtype)
+
+
+# --------------------------------------------------------------------------- coordinates and graphs
+
+import math  # noqa: E402
+
+from posenc.torch._util import result_dtype  # noqa: E402
+
+
+def coordinate_encoding(coords, dim: int, *, scale=2 * math.pi, base: float = 10000.0,
+                        layout: str = "interleaved") -> torch.Tensor:
+    """Sinusoidal encoding of real coordinates: one sinusoid per coordinate, concatenated.
+
+    DETR (Carion et al., 2020) encodes the position of a feature-map cell by its
+    coordinates normalised to ``[0, 1]`` and multiplied by ``2 pi``, with the
+    sinusoid of Vaswani et al. applied to each axis and the two halves
+    concatenated, ``y`` first. Conditional DETR and DAB-DETR encode reference
+    points ``(x, y)`` and anchor boxes ``(x, y, w, h)`` of their object queries
+    the same way. For ``coords`` of shape ``(..., k)`` the result is
+    ``concat_c sinusoidal(scale_c * coords[..., c], dim // k)``: pass the
+    coordinates in the order you want their blocks (``(y, x)`` for DETR).
+
+    Args:
+        coords: float (or int) tensor ``(..., k)``, e.g. ``(y, x)`` in ``[0, 1]``.
+        dim: feature dimension, a multiple of ``2 * k``.
+        scale: positive number multiplying every coordinate, or one per
+            coordinate (e.g. ``1 / hop`` for seconds). Default ``2 * pi``.
+        base: wavelength base (DETR's ``temperature``). Default ``10000.0``.
+        layout: ``"interleaved"`` (DETR) or ``"concat"`` within each block.
+
+    Returns:
+        Tensor ``(..., dim)``: float32 for integer coordinates, else the
+        coordinates' dtype.
+
+    Example:
+        >>> centres = torch.tensor([[0.5, 0.25], [0.1, 0.9]])   # (y, x) of two points
+        >>> coordinate_encoding(centres, 256).shape
+        torch.Size([2, 256])
+
+    References:
+        Carion et al., "End-to-End Object Detection with Transformers", ECCV 2020.
+        Liu et al., "DAB-DETR: Dynamic Anchor Boxes are Better Queries for DETR",
+        ICLR 2022.
+    """
+    what = "coordinate_encoding"
+    coords = as_positions(coords) if torch.is_tensor(coords) else as_positions(
+        torch.as_tensor(coords))
+    if coords.dim() < 1:
+        raise ValueError(f"{what}: coords must be (..., k), got a scalar; use coords[..., None].")
+    num = coords.shape[-1]
+    width = sc.coordinate_width(dim, num, what=what)
+    scales = sc.check_coordinate_scale(scale, num, what=what)
+    wide = coords.to(wide_dtype(coords.device))
+    blocks = [sinusoidal(wide[..., c] * scales[c], width, base=base, layout=layout)
+              for c in range(num)]
+    return torch.cat(blocks, dim=-1).to(result_dtype(coords))
+
+
+def laplacian(adjacency, *, normalized: bool = True) -> torch.Tensor:
+    """The graph Laplacian (float32), ``I - D^(-1/2) A D^(-1/2)`` or ``D - A``.
+
+    Computed in float64 NumPy by :func:`posenc.structured_core.laplacian` (the
+    checks and the formula live there) and returned as a tensor.
+
+    Args:
+        adjacency: ``(nodes, nodes)`` symmetric, non-negative array or tensor.
+        normalized: the normalised (default) or the combinatorial Laplacian.
+
+    Returns:
+        float32 tensor ``(nodes, nodes)``.
+
+    Example:
+        >>> laplacian(torch.tensor([[0, 1], [1, 0]]))
+        tensor([[ 1., -1.],
+                [-1.,  1.]])
+    """
+    return torch.as_tensor(sc.laplacian(_host(adjacency), normalized=normalized),
+                           dtype=torch.float32)
+
+
+def laplacian_positions(adjacency, k: int, *, normalized: bool = True,
+                        return_eigenvalues: bool = False):
+    """Laplacian eigenvector positions (Dwivedi et al., 2020) as a float32 tensor.
+
+    The ``k`` eigenvectors of the graph Laplacian with the smallest non-trivial
+    eigenvalues, one row per node, with the deterministic sign convention of
+    :func:`posenc.structured_core.laplacian_positions` (which computes them in
+    float64 NumPy: a preprocessing step, done once per graph).
+
+    Args:
+        adjacency: ``(nodes, nodes)`` symmetric, non-negative array or tensor.
+        k: number of eigenvectors, ``1 <= k <= nodes - components``.
+        normalized: normalised (default) or combinatorial Laplacian.
+        return_eigenvalues: also return the ``k`` eigenvalues. Default ``False``.
+
+    Returns:
+        float32 tensor ``(nodes, k)`` (and the eigenvalues ``(k,)`` if asked).
+
+    Example:
+        >>> cycle = torch.roll(torch.eye(6), 1, 0) + torch.roll(torch.eye(6), -1, 0)
+        >>> laplacian_positions(cycle, 2).shape
+        torch.Size([6, 2])
+
+    References:
+        Dwivedi et al., "Benchmarking Graph Neural Networks", arXiv:2003.00982, 2020.
+    """
+    out = sc.laplacian_positions(_host(adjacency), k, normalized=normalized,
+                                 return_eigenvalues=return_eigenvalues)
+    if return_eigenvalues:
+        return tuple(torch.as_tensor(o, dtype=torch.float32) for o in out)
+    return torch.as_tensor(out, dtype=torch.float32)
+
+
+def _host(array):
+    """A tensor (any device) or array-like as NumPy, for the framework-free graph code."""
+    return array.detach().cpu().numpy() if torch.is_tensor(array) else array
+
+
+class LaplacianEncoding(nn.Module):
+    """Graph node positions: a linear map of Laplacian eigenvectors, signs flipped in training.
+
+    Dwivedi & Bresson (2021) give each node ``i`` of a graph the row ``u_i`` of
+    its ``k`` Laplacian eigenvectors (:func:`laplacian_positions`) and add
+    ``u_i C + c`` to the node's features, ``C`` a learned ``(k, dim)`` matrix.
+    The sign of each eigenvector is arbitrary, so during training every
+    eigenvector's sign is flipped at random, independently for each graph of
+    the batch (Dwivedi et al., 2020): the model learns not to rely on a sign
+    that another graph, or another eigensolver, would choose differently. In
+    evaluation mode the eigenvectors are used as given.
+
+    Args:
+        k: number of eigenvectors per node.
+        dim: feature dimension; must equal ``x.shape[-1]``.
+        sign_flip: flip signs at random in training. Default ``True``.
+        seed: optional int for reproducible flips.
+
+    Call arguments:
+        x: ``(batch, nodes, dim)`` node features.
+        eigenvectors: ``(nodes, k)`` or ``(batch, nodes, k)`` eigenvector entries.
+
+    Returns:
+        Tensor of the shape and dtype of ``x``.
+
+    Weights:
+        kernel: ``(k, dim)``, Glorot-uniform; bias: ``(dim,)``, zeros.
+
+    Example:
+        >>> path = torch.diag(torch.ones(4), 1) + torch.diag(torch.ones(4), -1)
+        >>> enc = LaplacianEncoding(2, 8, seed=0)
+        >>> enc(torch.zeros(1, 5, 8), laplacian_positions(path, 2)).shape
+        torch.Size([1, 5, 8])
+
+    References:
+        Dwivedi & Bresson, "A Generalization of Transformer Networks to Graphs",
+        AAAI Workshop on Deep Learning on Graphs, 2021.
+        Dwivedi et al., "Benchmarking Graph Neural Networks", arXiv:2003.00982, 2020.
+    """
+
+    def __init__(self, k: int, dim: int, *, sign_flip: bool = True, seed: int | None = None):
+        super().__init__()
+        self.k = check_positive_int("k", k)
+        self.dim = check_positive_int("dim", dim)
+        self.sign_flip = sc.check_sign_flip(sign_flip)
+        self.seed = sc.check_seed(seed, what="LaplacianEncoding")
+        self._generators: dict[str, torch.Generator] = {}
+        self.kernel = nn.Parameter(torch.empty(self.k, self.dim))
+        self.bias = nn.Parameter(torch.empty(self.dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.xavier_uniform_(self.kernel)
+        nn.init.zeros_(self.bias)
+
+    def extra_repr(self) -> str:
+        return f"k={self.k}, dim={self.dim}, sign_flip={self.sign_flip}, seed={self.seed}"
+
+    def _signs(self, shape, device) -> torch.Tensor:
+        generator = None
+        if self.seed is not None:
+            key = str(device)
+            if key not in self._generators:
+                self._generators[key] = torch.Generator(device=device)
+                self._generators[key].manual_seed(self.seed)
+            generator = self._generators[key]
+        coin = torch.rand(shape, generator=generator, device=device) < 0.5
+        return torch.where(coin, -1.0, 1.0)
+
+    def encoding(self, eigenvectors) -> torch.Tensor:
+        """``P`` (float32) ``(..., nodes, dim)``; signs flipped at random in training mode."""
+        u = torch.as_tensor(eigenvectors, device=self.kernel.device)
+        sc.check_eigenvectors_shape(u.shape, self.k)
+        u = u.float()
+        if self.training and self.sign_flip:
+            u = u * self._signs((*u.shape[:-2], 1, self.k), u.device)
+        with torch.autocast(device_type=u.device.type, enabled=False):
+            return u @ self.kernel.float() + self.bias.float()
+
+    def forward(self, x: torch.Tensor, eigenvectors) -> torch.Tensor:
+        what = "LaplacianEncoding"
+        check_embeddings(what, x.shape, self.dim)
+        eigenvectors = torch.as_tensor(eigenvectors)
+        sc.check_eigenvectors_shape(eigenvectors.shape, self.k)
+        _per_token("eigenvectors", eigenvectors, x, what=what, each="row of k eigenvector "
+                   "entries (one per node)", trailing="k")
+        return x + self.encoding(eigenvectors).to(device=x.device, dtype=x.dtype)

@@ -1,0 +1,386 @@
+"""Coordinates (DETR's sine embedding) and graph positions (Laplacian eigenvectors), both faces."""
+
+import doctest
+import math
+
+import keras
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import posenc.keras.structured as ks
+import posenc.structured_core as sc
+import posenc.torch.structured as ts
+from posenc.interop import copy_weights
+from faces import np32, numpy, same_error, tensor
+import reference as ref
+
+FACES = {"torch": ts, "keras": ks}
+
+
+# --------------------------------------------------------------------------- graphs
+
+def cycle(n):
+    a = np.roll(np.eye(n), 1, axis=1)
+    return a + a.T
+
+
+def path(n):
+    return np.eye(n, k=1) + np.eye(n, k=-1)
+
+
+def grid(rows, cols):
+    return np.kron(path(rows), np.eye(cols)) + np.kron(np.eye(rows), path(cols))
+
+
+def projection_residual(basis, vectors):
+    """Largest distance of the columns of ``vectors`` from the span of ``basis``'s columns."""
+    q, _ = np.linalg.qr(basis)
+    return float(np.abs(vectors - q @ (q.T @ vectors)).max())
+
+
+def test_structured_core_docstring_examples():
+    result = doctest.testmod(sc, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize("n", [8, 12, 15])
+@pytest.mark.parametrize("normalized", [True, False])
+def test_cycle_eigenvectors_span_the_sinusoids(n, normalized):
+    k = n - 1
+    vectors, values = sc.laplacian_positions(cycle(n), k, normalized=normalized,
+                                             return_eigenvalues=True)
+    freq = np.array([m for m in range(1, n // 2 + 1) for _ in range(2 if 2 * m < n else 1)])
+    expected = (1 - np.cos(2 * np.pi * freq / n)) * (1 if normalized else 2)
+    np.testing.assert_allclose(values, expected, atol=1e-10)
+    nodes = np.arange(n)
+    for m in range(1, n // 2 + 1):
+        cols = np.flatnonzero(np.isclose(values, expected[freq == m][0]))
+        waves = [np.cos(2 * np.pi * m * nodes / n)]
+        if 2 * m < n:
+            waves.append(np.sin(2 * np.pi * m * nodes / n))
+        waves = np.stack(waves, axis=1)
+        assert len(cols) == waves.shape[1]
+        assert projection_residual(vectors[:, cols], waves) < 1e-10
+        assert projection_residual(waves, vectors[:, cols]) < 1e-10
+
+
+@pytest.mark.parametrize("n", [2, 5, 9])
+def test_path_graph_eigenvalues_and_vectors(n):
+    k = n - 1
+    _, values = sc.laplacian_positions(path(n), k, return_eigenvalues=True)
+    np.testing.assert_allclose(values, 1 - np.cos(np.pi * np.arange(1, n) / (n - 1)), atol=1e-10)
+    vectors, values = sc.laplacian_positions(path(n), k, normalized=False,
+                                             return_eigenvalues=True)
+    np.testing.assert_allclose(values, 2 - 2 * np.cos(np.pi * np.arange(1, n) / n), atol=1e-10)
+    # D - A of a path: the DCT-II basis cos(pi m (i + 1/2) / n), up to sign and norm
+    dct = np.cos(np.pi * np.arange(1, n)[None] * (np.arange(n)[:, None] + 0.5) / n)
+    dct /= np.linalg.norm(dct, axis=0)
+    np.testing.assert_allclose(np.abs(vectors), np.abs(dct), atol=1e-10)
+
+
+def test_grid_eigenvalues_are_sums_of_path_eigenvalues():
+    rows, cols = 3, 5
+    n = rows * cols
+    _, values = sc.laplacian_positions(grid(rows, cols), n - 1, normalized=False,
+                                       return_eigenvalues=True)
+    lam_r = 2 - 2 * np.cos(np.pi * np.arange(rows) / rows)
+    lam_c = 2 - 2 * np.cos(np.pi * np.arange(cols) / cols)
+    expected = np.sort(np.add.outer(lam_r, lam_c).ravel())[1:]
+    np.testing.assert_allclose(values, expected, atol=1e-10)
+
+
+@pytest.mark.parametrize("normalized", [True, False])
+def test_eigen_equation_holds_with_any_signs(normalized):
+    a = grid(3, 4)
+    lap = sc.laplacian(a, normalized=normalized)
+    vectors, values = sc.laplacian_positions(a, 5, normalized=normalized,
+                                             return_eigenvalues=True)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        flipped = vectors * rng.choice([-1.0, 1.0], size=vectors.shape[1])
+        np.testing.assert_allclose(lap @ flipped, flipped * values, atol=1e-12)
+    np.testing.assert_allclose(vectors.T @ vectors, np.eye(5), atol=1e-12)
+
+
+def test_sign_convention_first_significant_entry_positive_and_deterministic():
+    rng = np.random.default_rng(1)
+    w = rng.uniform(0.5, 2.0, size=(9, 9)) * (rng.uniform(size=(9, 9)) < 0.6)
+    w = np.triu(w, 1)
+    w = w + w.T + path(9)            # connected
+    vectors = sc.laplacian_positions(w, 6)
+    for column in vectors.T:
+        first = np.flatnonzero(np.abs(column) > 1e-6 * np.abs(column).max())[0]
+        assert column[first] > 0
+    np.testing.assert_array_equal(vectors, sc.laplacian_positions(w.copy(), 6))
+
+
+def test_trivial_eigenvectors_skipped_per_component():
+    two = np.zeros((7, 7))
+    two[:3, :3] = path(3)
+    two[3:, 3:] = cycle(4)
+    vectors, values = sc.laplacian_positions(two, 5, return_eigenvalues=True)
+    assert values.min() > 1e-6                          # both zero eigenvalues skipped
+    with pytest.raises(ValueError, match=r"k=6 exceeds the 5 non-trivial eigenvectors .*"
+                                         r"2 connected components.*use k <= 5"):
+        sc.laplacian_positions(two, 6)
+
+
+def test_laplacian_matches_its_definition():
+    a = grid(2, 3) * 2.0
+    d = a.sum(1)
+    np.testing.assert_allclose(sc.laplacian(a, normalized=False), np.diag(d) - a)
+    np.testing.assert_allclose(sc.laplacian(a), np.eye(6) - a / np.sqrt(np.outer(d, d)))
+    isolated = np.zeros((3, 3))
+    isolated[0, 1] = isolated[1, 0] = 1.0
+    lap = sc.laplacian(isolated)
+    assert lap[2, 2] == 0.0 and np.all(np.isfinite(lap))
+
+
+@pytest.mark.parametrize("adjacency, k, pattern", [
+    (np.ones((3, 4)), 1, r"adjacency must be a square \(nodes, nodes\) matrix, got "
+                         r"adjacency.shape=\(3, 4\)"),
+    (np.array([[0, 1, 0], [0, 0, 1], [0, 1, 0]]), 1,
+     r"adjacency must be symmetric .*adjacency\[0, 1\]=1.0 but adjacency\[1, 0\]=0.0"),
+    (np.array([[0, -1], [-1, 0]]), 1, r"non-negative edge weights, got adjacency\[0, 1\]=-1.0"),
+    (path(4), 4, r"k=4 is too large for a graph of 4 nodes.*use k <= 3"),
+    (path(4), 0, r"k must be a positive integer .*got k=0"),
+    (np.array([[0, np.nan], [np.nan, 0]]), 1, r"adjacency must be finite"),
+])
+def test_graph_errors_name_the_argument_in_both_faces(adjacency, k, pattern):
+    message = same_error(["torch", "keras"],
+                         lambda face: FACES[face].laplacian_positions(adjacency, k))
+    assert "laplacian_positions: " in message
+    import re
+
+    assert re.search(pattern, message), message
+
+
+def test_faces_return_the_same_positions_and_laplacian():
+    a = grid(3, 4)
+    t_vec, t_val = ts.laplacian_positions(torch.as_tensor(a), 4, return_eigenvalues=True)
+    k_vec, k_val = ks.laplacian_positions(keras.ops.convert_to_tensor(a), 4,
+                                          return_eigenvalues=True)
+    assert t_vec.dtype == torch.float32
+    np.testing.assert_array_equal(np32(t_vec), np32(k_vec))
+    np.testing.assert_array_equal(np32(t_val), np32(k_val))
+    np.testing.assert_allclose(numpy(t_vec), sc.laplacian_positions(a, 4), atol=1e-7)
+    np.testing.assert_array_equal(np32(ts.laplacian(a)), np32(ks.laplacian(a)))
+
+
+# --------------------------------------------------------------------------- coordinates
+
+def detr_sine(h, w, num_pos_feats, temperature=10000.0, scale=2 * math.pi, eps=1e-6):
+    """DETR's PositionEmbeddingSine (normalize=True, no padding), written out in NumPy."""
+    y = np.repeat(np.arange(1, h + 1, dtype=np.float64)[:, None], w, axis=1)
+    x = np.repeat(np.arange(1, w + 1, dtype=np.float64)[None, :], h, axis=0)
+    y, x = y / (h + eps) * scale, x / (w + eps) * scale
+    j = np.arange(num_pos_feats)
+    dim_t = temperature ** (2 * (j // 2) / num_pos_feats)
+    out = []
+    for coord in (y, x):
+        angle = coord[..., None] / dim_t
+        block = np.where(j % 2 == 0, np.sin(angle), np.cos(angle))
+        out.append(block)
+    return np.concatenate(out, axis=-1).reshape(h * w, 2 * num_pos_feats)
+
+
+@pytest.mark.parametrize("face", ["torch", "keras"])
+def test_coordinate_encoding_equals_detr_sine_embedding(face):
+    h, w, dim = 5, 7, 64
+    eps = 1e-6
+    ys, xs = np.meshgrid(np.arange(1, h + 1) / (h + eps), np.arange(1, w + 1) / (w + eps),
+                         indexing="ij")
+    coords = np.stack((ys, xs), axis=-1).reshape(-1, 2).astype(np.float32)
+    out = FACES[face].coordinate_encoding(tensor(face, coords), dim)
+    np.testing.assert_allclose(numpy(out), detr_sine(h, w, dim // 2), atol=2e-6)
+
+
+@pytest.mark.parametrize("face", ["torch", "keras"])
+def test_coordinate_encoding_is_concatenated_sinusoids(face):
+    rng = np.random.default_rng(0)
+    boxes = rng.uniform(size=(3, 4, 4))
+    out = numpy(FACES[face].coordinate_encoding(tensor(face, boxes), 32, scale=2 * math.pi))
+    blocks = [ref.sinusoidal(2 * math.pi * boxes[..., c], 8) for c in range(4)]
+    np.testing.assert_allclose(out, np.concatenate(blocks, axis=-1), atol=1e-12)
+    # per-coordinate scales, and integer coordinates equal sinusoidal_2d's layout
+    out = numpy(FACES[face].coordinate_encoding(tensor(face, boxes[..., :2]), 16,
+                                                scale=(3.0, 0.5)))
+    expected = np.concatenate((ref.sinusoidal(3.0 * boxes[..., 0], 8),
+                               ref.sinusoidal(0.5 * boxes[..., 1], 8)), axis=-1)
+    np.testing.assert_allclose(out, expected, atol=1e-12)
+
+
+@settings(max_examples=20, deadline=None)
+@given(k=st.integers(1, 4), half=st.integers(1, 4), lead=st.lists(st.integers(1, 3), max_size=2))
+def test_coordinate_encoding_shapes_and_faces_agree(k, half, lead):
+    dim = 2 * k * half
+    coords = np.random.default_rng(k).uniform(size=(*lead, k)).astype(np.float32)
+    t = ts.coordinate_encoding(torch.as_tensor(coords), dim)
+    kk = ks.coordinate_encoding(keras.ops.convert_to_tensor(coords), dim)
+    assert tuple(t.shape) == (*lead, dim) == tuple(kk.shape)
+    assert t.dtype == torch.float32
+    np.testing.assert_allclose(np32(t), np32(kk), atol=1e-6)
+
+
+def test_coordinate_encoding_integer_coordinates_equal_the_2d_grid():
+    from posenc.torch.absolute import sinusoidal_2d
+
+    rows, cols = np.meshgrid(np.arange(3), np.arange(4), indexing="ij")
+    coords = torch.as_tensor(np.stack((rows, cols), -1).reshape(-1, 2))
+    out = ts.coordinate_encoding(coords, 16, scale=1.0)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, sinusoidal_2d(3, 4, 16))
+
+
+@pytest.mark.parametrize("call, pattern", [
+    (lambda m, f: m.coordinate_encoding(tensor(f, np.zeros((2, 3))), 8),
+     r"dim must be a multiple of 2 \* k = 6; got dim=8. Use dim=12 or dim=6"),
+    (lambda m, f: m.coordinate_encoding(tensor(f, np.zeros((2, 2))), 8, scale=(1.0, 2.0, 3.0)),
+     r"scale must be one number or one per coordinate, got 3 values for k=2"),
+    (lambda m, f: m.coordinate_encoding(tensor(f, np.zeros((2, 2))), 8, scale=-1.0),
+     r"scale must be greater than 0"),
+    (lambda m, f: m.coordinate_encoding(tensor(f, np.zeros((2, 0))), 8),
+     r"coords must be \(\.\.\., k\) with at least one coordinate"),
+])
+def test_coordinate_errors_are_the_same_in_both_faces(call, pattern):
+    import re
+
+    message = same_error(["torch", "keras"], lambda face: call(FACES[face], face))
+    assert message.startswith("coordinate_encoding: ") and re.search(pattern, message)
+
+
+# --------------------------------------------------------------------------- LaplacianEncoding
+
+K, DIM, NODES, BATCH = 3, 8, 6, 4
+
+
+def _inputs(seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(BATCH, NODES, DIM)).astype(np.float32)
+    u = sc.laplacian_positions(path(NODES), K).astype(np.float32)
+    return x, u
+
+
+def test_laplacian_encoding_parity_given_the_same_weights_both_directions():
+    x, u = _inputs()
+    for src_face, dst_face in (("torch", "keras"), ("keras", "torch")):
+        src = getattr(FACES[src_face], "LaplacianEncoding")(K, DIM)
+        dst = getattr(FACES[dst_face], "LaplacianEncoding")(K, DIM)
+        if src_face == "torch":
+            src.eval()
+        else:
+            dst.eval()
+        copy_weights(src, dst)
+        out_src = src(tensor(src_face, x), tensor(src_face, u))
+        out_dst = dst(tensor(dst_face, x), tensor(dst_face, u))
+        np.testing.assert_allclose(np32(out_dst), np32(out_src), atol=1e-6, rtol=0)
+        np.testing.assert_allclose(np32(out_src), x + u @ np32(src.kernel) + np32(src.bias),
+                                   atol=1e-5)
+
+
+def test_laplacian_encoding_weight_names_match():
+    t, k = ts.LaplacianEncoding(K, DIM), ks.LaplacianEncoding(K, DIM)
+    assert {n: tuple(p.shape) for n, p in t.named_parameters()} == {
+        w.path.split("/")[-1]: tuple(w.shape) for w in k.weights} == {
+        "kernel": (K, DIM), "bias": (DIM,)}
+
+
+def _flip_pattern(out, x, u, kernel, bias):
+    """The signs s (batch, k) with out = x + (u * s) @ kernel + bias, solved by least squares."""
+    p = out - x - bias                                          # (batch, nodes, dim)
+    signs = []
+    for b in range(p.shape[0]):
+        coeffs = np.linalg.lstsq(kernel.T, p[b].T, rcond=None)[0].T   # (nodes, k) = u * s
+        s = np.sign(np.sum(coeffs * u, axis=0))
+        np.testing.assert_allclose(coeffs, u * s, atol=1e-4)
+        signs.append(s)
+    return np.array(signs)
+
+
+@pytest.mark.parametrize("face", ["torch", "keras"])
+def test_laplacian_encoding_flips_signs_only_in_training(face):
+    x, u = _inputs()
+    enc = FACES[face].LaplacianEncoding(K, DIM, seed=0)
+    kernel, bias = np32(enc.kernel), np32(enc.bias)
+    if face == "torch":
+        enc.eval()
+        out = np32(enc(torch.as_tensor(x), torch.as_tensor(u)))
+    else:
+        out = np32(enc(x, u))
+    np.testing.assert_array_equal(_flip_pattern(out, x, u, kernel, bias), np.ones((BATCH, K)))
+    patterns = []
+    for _ in range(8):
+        if face == "torch":
+            enc.train()
+            out = np32(enc(torch.as_tensor(x), torch.as_tensor(u)))
+        else:
+            out = np32(enc(x, u, training=True))
+        patterns.append(_flip_pattern(out, x, u, kernel, bias))
+    patterns = np.stack(patterns)                                  # (draws, batch, k)
+    assert set(np.unique(patterns)) == {-1.0, 1.0}
+    assert len({p.tobytes() for p in patterns.reshape(-1, K)}) > 2   # independent per graph
+
+
+def test_laplacian_encoding_without_sign_flip_is_deterministic():
+    x, u = _inputs()
+    enc = ts.LaplacianEncoding(K, DIM, sign_flip=False).train()
+    torch.testing.assert_close(enc(torch.as_tensor(x), torch.as_tensor(u)),
+                               enc.eval()(torch.as_tensor(x), torch.as_tensor(u)))
+
+
+def test_laplacian_encoding_config_round_trip_and_save(tmp_path):
+    layer = ks.LaplacianEncoding(K, DIM, sign_flip=False, seed=3)
+    clone = ks.LaplacianEncoding.from_config(layer.get_config())
+    assert clone.get_config() == layer.get_config()
+    assert clone.get_config()["seed"] == 3 and clone.get_config()["sign_flip"] is False
+    x, u = _inputs()
+    clone.set_weights(layer.get_weights())
+    np.testing.assert_array_equal(np32(clone(x, u)), np32(layer(x, u)))
+
+    x_in, u_in = keras.Input((NODES, DIM)), keras.Input((NODES, K))
+    model = keras.Model([x_in, u_in], ks.LaplacianEncoding(K, DIM)(x_in, u_in))
+    assert tuple(model.outputs[0].shape) == (None, NODES, DIM)
+    ub = np.repeat(u[None], BATCH, axis=0)
+    expected = np32(model.predict([x, ub], verbose=0))
+    model.save(tmp_path / "m.keras")
+    loaded = keras.saving.load_model(tmp_path / "m.keras")
+    np.testing.assert_allclose(np32(loaded.predict([x, ub], verbose=0)), expected, atol=1e-6)
+
+
+def test_laplacian_encoding_trains_with_fit():
+    x, u = _inputs()
+    ub = np.repeat(u[None], BATCH, axis=0)
+    layer = ks.LaplacianEncoding(K, DIM, seed=0)
+    x_in, u_in = keras.Input((NODES, DIM)), keras.Input((NODES, K))
+    model = keras.Model([x_in, u_in], layer(x_in, u_in))
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    before = np32(layer.kernel)
+    history = model.fit([x, ub], np.zeros_like(x), epochs=1, batch_size=2, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    assert not np.allclose(before, np32(layer.kernel))
+
+
+@pytest.mark.parametrize("call, pattern", [
+    (lambda m, f: m.LaplacianEncoding(0, 8), r"k must be a positive integer, got k=0"),
+    (lambda m, f: m.LaplacianEncoding(2, 8, sign_flip="yes"),
+     r"sign_flip must be True or False, got sign_flip='yes'"),
+    (lambda m, f: m.LaplacianEncoding(2, 8, seed=-1), r"seed must be None or a non-negative"),
+    (lambda m, f: m.LaplacianEncoding(K, DIM)(tensor(f, np.zeros((1, NODES, DIM))),
+                                              tensor(f, np.zeros((NODES, K + 1)))),
+     r"eigenvectors must have shape \(nodes, k\) or \(batch, nodes, k\) with k=3, got "
+     r"eigenvectors.shape=\(6, 4\)"),
+    (lambda m, f: m.LaplacianEncoding(K, DIM)(tensor(f, np.zeros((1, NODES, DIM))),
+                                              tensor(f, np.zeros((NODES + 1, K)))),
+     r"eigenvectors must have shape \(seq, k\) or \(batch, seq, k\) matching x"),
+    (lambda m, f: m.LaplacianEncoding(K, DIM)(tensor(f, np.zeros((1, NODES, DIM + 1))),
+                                              tensor(f, np.zeros((NODES, K)))),
+     r"x must be \(\.\.\., seq, dim\) with dim=8"),
+])
+def test_laplacian_encoding_errors_are_the_same_in_both_faces(call, pattern):
+    import re
+
+    message = same_error(["torch", "keras"], lambda face: call(FACES[face], face))
+    assert re.search(pattern, message), message
