@@ -779,9 +779,10 @@ class LaplacianEncoding(AdditiveEncoding):
     its ``k`` Laplacian eigenvectors (:func:`laplacian_positions`) and add
     ``u_i C + c`` to the node's features, ``C`` a learned ``(k, dim)`` matrix.
     The sign of each eigenvector is arbitrary, so during training every
-    eigenvector's sign is flipped at random, independently for each graph of
-    the batch (Dwivedi et al., 2020): the model learns not to rely on a sign
-    that another graph, or another eigensolver, would choose differently.
+    eigenvector's sign is flipped at random (Dwivedi et al., 2020), here
+    independently for each graph of the batch: the model learns not to rely
+    on a sign that another graph, or another eigensolver, would choose
+    differently.
     Without ``training=True`` the eigenvectors are used as given.
 
     Args:
