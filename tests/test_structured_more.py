@@ -384,3 +384,64 @@ def test_laplacian_encoding_errors_are_the_same_in_both_faces(call, pattern):
 
     message = same_error(["torch", "keras"], lambda face: call(FACES[face], face))
     assert re.search(pattern, message), message
+
+
+# --------------------------------------------------------------------------- properties and dtypes
+
+@st.composite
+def connected_graphs(draw):
+    """A random weighted graph on n nodes with a path through all of them (so it is connected)."""
+    n = draw(st.integers(3, 12))
+    seed = draw(st.integers(0, 2**16))
+    rng = np.random.default_rng(seed)
+    w = np.triu(rng.uniform(0.1, 3.0, size=(n, n)) * (rng.uniform(size=(n, n)) < 0.4), 1)
+    return w + w.T + path(n)
+
+
+@settings(max_examples=30, deadline=None)
+@given(adjacency=connected_graphs(), normalized=st.booleans(), data=st.data())
+def test_laplacian_positions_are_orthonormal_sorted_eigenvectors(adjacency, normalized, data):
+    n = adjacency.shape[0]
+    k = data.draw(st.integers(1, n - 1))
+    vectors, values = sc.laplacian_positions(adjacency, k, normalized=normalized,
+                                             return_eigenvalues=True)
+    lap = sc.laplacian(adjacency, normalized=normalized)
+    assert vectors.shape == (n, k) and values.shape == (k,)
+    np.testing.assert_allclose(lap @ vectors, vectors * values, atol=1e-9)
+    np.testing.assert_allclose(vectors.T @ vectors, np.eye(k), atol=1e-9)
+    assert np.all(np.diff(values) >= -1e-12) and values[0] > 1e-9     # trivial one skipped
+    if normalized:
+        assert values[-1] <= 2 + 1e-9                                  # spectrum in [0, 2]
+        degree_sqrt = np.sqrt(adjacency.sum(axis=1))
+        np.testing.assert_allclose(vectors.T @ degree_sqrt, 0, atol=1e-9)   # orthogonal to u_0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_laplacian_encoding_keeps_the_dtype_of_x_in_torch(dtype):
+    x, u = _inputs()
+    enc = ts.LaplacianEncoding(K, DIM).eval()
+    out = enc(torch.as_tensor(x).to(getattr(torch, dtype)), torch.as_tensor(u))
+    assert out.dtype == getattr(torch, dtype)
+    np.testing.assert_allclose(numpy(out), x + u @ np32(enc.kernel), atol=0.05, rtol=0.02)
+
+
+def test_laplacian_encoding_under_mixed_bfloat16(mixed_bfloat16):
+    x, u = _inputs()
+    layer = ks.LaplacianEncoding(K, DIM)
+    out = layer(x, u)
+    assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
+    assert keras.backend.standardize_dtype(layer.kernel.dtype) == "float32"
+    np.testing.assert_allclose(numpy(out), x + u @ np32(layer.kernel), atol=0.05, rtol=0.02)
+
+
+@pytest.mark.parametrize("face", ["torch", "keras"])
+def test_coordinate_encoding_keeps_float_dtypes_and_is_accurate_for_bfloat16(face):
+    coords = np.random.default_rng(0).uniform(size=(5, 2))
+    out = FACES[face].coordinate_encoding(tensor(face, coords, "bfloat16"), 16)
+    from faces import dtype_name
+
+    assert dtype_name(out) == "bfloat16"
+    # the angles are computed wide from the bfloat16 coordinates, then rounded once
+    exact = np.concatenate([ref.sinusoidal(2 * math.pi * numpy(tensor(face, coords, "bfloat16"))
+                                           [..., c], 8) for c in range(2)], axis=-1)
+    np.testing.assert_allclose(numpy(out), exact, atol=1e-2)

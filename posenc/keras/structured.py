@@ -794,6 +794,8 @@ class LaplacianEncoding(AdditiveEncoding):
     Call arguments:
         x: ``(batch, nodes, dim)`` node features.
         eigenvectors: ``(nodes, k)`` or ``(batch, nodes, k)`` eigenvector entries.
+            In training each graph (each leading index) draws its own signs; a
+            ``(nodes, k)`` input draws one sign pattern for the whole batch.
         training: bool; only ``True`` flips signs. Keras sets it inside ``fit``.
 
     Returns:

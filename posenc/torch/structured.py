@@ -747,6 +747,8 @@ class LaplacianEncoding(nn.Module):
     Call arguments:
         x: ``(batch, nodes, dim)`` node features.
         eigenvectors: ``(nodes, k)`` or ``(batch, nodes, k)`` eigenvector entries.
+            In training each graph (each leading index) draws its own signs; a
+            ``(nodes, k)`` input draws one sign pattern for the whole batch.
 
     Returns:
         Tensor of the shape and dtype of ``x``.
