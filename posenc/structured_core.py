@@ -425,6 +425,11 @@ def laplacian_positions(adjacency, k, *, normalized: bool = True,
             f"{what}: k must be a positive integer (the number of eigenvectors), got k={k!r}."
         )
     k = int(k)
+    if nodes < 2:
+        raise ValueError(
+            f"{what}: adjacency has a single node, whose only eigenvector is the trivial one; "
+            "Laplacian positions need a graph of at least 2 nodes."
+        )
     if k > nodes - 1:
         raise ValueError(
             f"{what}: k={k} is too large for a graph of {nodes} nodes: it has {nodes} "

@@ -148,6 +148,7 @@ def test_laplacian_matches_its_definition():
     (path(4), 4, r"k=4 is too large for a graph of 4 nodes.*use k <= 3"),
     (path(4), 0, r"k must be a positive integer .*got k=0"),
     (np.array([[0, np.nan], [np.nan, 0]]), 1, r"adjacency must be finite"),
+    (np.zeros((1, 1)), 1, r"adjacency has a single node.*at least 2 nodes"),
 ])
 def test_graph_errors_name_the_argument_in_both_faces(adjacency, k, pattern):
     message = same_error(["torch", "keras"],
