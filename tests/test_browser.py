@@ -214,6 +214,11 @@ def test_page_works_offline(page_path, visit):
 CHAPTERS = [p for p in PAGES if p.startswith("notebooks/")]
 
 
+def test_pages_have_distinct_screenshot_names():
+    names = [Path(p).name for p in PAGES]
+    assert len(set(names)) == len(names), names
+
+
 @pytest.mark.parametrize("page_path", CHAPTERS)
 def test_chapter_colab_link_opens_a_notebook_of_the_repo(page_path, visit):
     v = visit(f"{page_path}.html")
