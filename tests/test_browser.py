@@ -140,10 +140,10 @@ class Visit:
         page.evaluate(
             """async () => {
                 for (let y = 0; y < document.body.scrollHeight; y += window.innerHeight) {
-                    window.scrollTo(0, y);
+                    window.scrollTo({top: y, behavior: "instant"});  // the theme scrolls smoothly
                     await new Promise(r => setTimeout(r, 50));
                 }
-                window.scrollTo(0, 0);
+                window.scrollTo({top: 0, behavior: "instant"});
                 await Promise.all([...document.images].map(img => img.decode().catch(() => null)));
             }"""
         )
