@@ -6,6 +6,7 @@ Every error names the argument, the value it got, and how to fix it.
 from __future__ import annotations
 
 import math
+import numbers
 
 _LAYOUTS = ("interleaved", "concat")
 
@@ -121,3 +122,39 @@ def check_numeric_positions(dtype: str) -> None:
             "positions must be integers or floats, got dtype bool; a boolean tensor is a "
             "mask, not positions: pass the positions themselves (e.g. an arange)."
         )
+
+
+def check_number(name: str, value, *, what: str = "") -> float:
+    """``value`` as a finite float; booleans and non-numbers are refused."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{what + ': ' if what else ''}{name} must be a number, got {name}={value!r}.")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{what + ': ' if what else ''}{name} must be finite, got {name}={value!r}.")
+    return value
+
+
+def check_index_values(name: str, lowest: int, highest: int, limit: int, *, what: str,
+                       fix: str) -> None:
+    """Integer indices into a table of ``limit`` rows."""
+    if lowest < 0 or highest >= limit:
+        bad = lowest if lowest < 0 else highest
+        raise ValueError(
+            f"{what}: {name} must lie in 0 .. {limit - 1}, got {bad}; {fix}."
+        )
+
+
+def check_length(length: int, max_len: int, *, what: str,
+                 fix: str = "build it with a larger max_len") -> None:
+    """A sequence of ``length`` positions fits a table of ``max_len`` rows."""
+    if length > max_len:
+        raise ValueError(
+            f"{what}: sequence length {length} exceeds the table's max_len={max_len}; {fix}."
+        )
+
+
+def integer_positions_error(name: str, dtype: str, *, what: str) -> ValueError:
+    return ValueError(
+        f"{what}: {name} index a table, so they must be integers, got dtype {dtype}; "
+        "round them to integers, or use a sinusoidal encoding for fractional positions."
+    )

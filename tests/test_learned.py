@@ -12,7 +12,7 @@ from keras import ops
 import posenc.keras.learned as pk
 import posenc.torch.learned as pt
 import reference as ref
-from posenc.resample import interpolation_matrix
+from posenc.learned import interpolation_matrix
 from faces import dtype_name, numpy, tensor
 
 FACES = {"torch": pt, "keras": pk}

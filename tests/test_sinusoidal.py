@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from keras import ops
 
-import posenc.keras.absolute as pk
-import posenc.torch.absolute as pt
+import posenc.keras as pk
+import posenc.torch as pt
 import reference as ref
 from posenc.interop import copy_weights
 from faces import dtype_name, numpy, tensor

@@ -7,8 +7,8 @@ import numbers
 import keras
 from keras import ops
 
-from posenc import resample
 from posenc._checks import (
+    check_length,
     check_base,
     check_embeddings,
     check_even_dim,
@@ -16,10 +16,35 @@ from posenc._checks import (
     check_positive_int,
     check_positions_shape,
 )
-from posenc.keras._util import AdditiveEncoding, as_positions, dtype_of, wide_dtype
-from posenc.keras.absolute import sinusoidal
+from posenc.learned import (
+    check_low_rank,
+    low_rank_init_std,
+    check_float_table,
+    check_init_std,
+    check_integer_positions,
+    length_fix,
+    check_position_range,
+    check_scale,
+    grid_resize_matrices,
+    table_resize_matrix,
+)
+from posenc.keras._util import (
+    AdditiveEncoding,
+    as_positions,
+    default_positions,
+    dtype_of,
+    table_positions,
+    wide_dtype,
+)
+from posenc.keras.sinusoidal import sinusoidal
 
-__all__ = ["resize_table", "resize_table_2d", "LearnedEncoding", "HybridEncoding"]
+__all__ = [
+    "resize_table",
+    "resize_table_2d",
+    "LearnedEncoding",
+    "HybridEncoding",
+    "LowRankEncoding",
+]
 
 
 def _apply(matrix, table):
@@ -39,7 +64,7 @@ def resize_table(table, new_length: int, *, mode: str = "linear"):
     Row ``j`` of the result interpolates the old table at position
     ``(j + 0.5) * length / new_length - 0.5``, as
     ``torch.nn.functional.interpolate(..., align_corners=False)`` does; the
-    weights are the matrix :func:`posenc.resample.interpolation_matrix`, applied
+    weights are the matrix :func:`posenc.learned.interpolation_matrix`, applied
     in float64, so the PyTorch face gives the same numbers. This is how a model
     trained on short sequences is given a longer table before fine-tuning on
     long ones; the stretched positions are only a starting point.
@@ -64,8 +89,8 @@ def resize_table(table, new_length: int, *, mode: str = "linear"):
         for Language Understanding", NAACL 2019 (the learned table).
     """
     table = ops.convert_to_tensor(table)
-    resample.check_float_table("resize_table", dtype_of(table))
-    matrix = resample.table_resize_matrix(tuple(table.shape), new_length, mode)
+    check_float_table("resize_table", dtype_of(table))
+    matrix = table_resize_matrix(tuple(table.shape), new_length, mode)
     return ops.cast(_apply(matrix, table), dtype_of(table))
 
 
@@ -75,7 +100,7 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0, mode: str 
     The table holds ``prefix_tokens`` rows that are not on the grid (the CLS
     token and the like) followed by a row-major ``old_h x old_w`` grid. The
     prefix rows are kept as they are; the grid is interpolated separably, one
-    :func:`posenc.resample.interpolation_matrix` per axis, in float64. ViT
+    :func:`posenc.learned.interpolation_matrix` per axis, in float64. ViT
     interpolates its table this way to fine-tune at a higher resolution than it
     was pre-trained at (Dosovitskiy et al., section 3.2; its released code
     interpolates linearly, ``mode="bilinear"`` here up to the grid-edge
@@ -102,8 +127,8 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0, mode: str 
         Image Recognition at Scale", ICLR 2021, section 3.2.
     """
     table = ops.convert_to_tensor(table)
-    resample.check_float_table("resize_table_2d", dtype_of(table))
-    rows, cols = resample.grid_resize_matrices(tuple(table.shape), old_hw, new_hw,
+    check_float_table("resize_table_2d", dtype_of(table))
+    rows, cols = grid_resize_matrices(tuple(table.shape), old_hw, new_hw,
                                                prefix_tokens, mode)
     (old_h, old_w), dim = old_hw, table.shape[-1]
     prefix, grid = table[:prefix_tokens], table[prefix_tokens:]
@@ -129,15 +154,15 @@ def _positions(what: str, positions, max_len: int):
     """
     if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
         n = check_positive_int("positions", positions, fix="Pass a sequence length of at least 1.")
-        resample.check_length(what, n, max_len)
+        check_length(n, max_len, what=what, fix=length_fix(what, n))
         return ops.arange(n, dtype="int32")
     pos = as_positions(positions)
-    resample.check_integer_positions(what, dtype_of(pos))
+    check_integer_positions(what, dtype_of(pos))
     pos = ops.cast(pos, "int32")  # one index dtype on every backend (uint8, int8, ... too)
     if all(d != 0 for d in pos.shape):
         low, high = _known(ops.min(pos)), _known(ops.max(pos))
         if low is not None and high is not None:
-            resample.check_position_range(what, int(low), int(high), max_len)
+            check_position_range(what, int(low), int(high), max_len)
     return pos
 
 
@@ -217,7 +242,7 @@ class LearnedEncoding(AdditiveEncoding):
         super().__init__(**kwargs)
         self.max_len = check_positive_int("max_len", max_len)
         self.dim = check_positive_int("dim", dim)
-        self.init_std = resample.check_init_std(init_std)
+        self.init_std = check_init_std(init_std)
         # Read in float32 even under mixed precision: P is cast at the end.
         self.table = self.add_weight(
             shape=(self.max_len, self.dim), name="table", autocast=False,
@@ -326,7 +351,7 @@ class HybridEncoding(AdditiveEncoding):
         check_layout(layout)
         self.base = check_base(base)
         self.layout = layout
-        self.initial_scale = resample.check_scale(scale)
+        self.initial_scale = check_scale(scale)
         self.scale = self.add_weight(
             shape=(), name="scale", autocast=False,
             initializer=keras.initializers.Constant(self.initial_scale))
@@ -351,4 +376,76 @@ class HybridEncoding(AdditiveEncoding):
         config = super().get_config()
         config.update({"max_len": self.max_len, "dim": self.dim, "base": self.base,
                        "layout": self.layout, "scale": self.initial_scale})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="posenc")
+class LowRankEncoding(AdditiveEncoding):
+    """A learned position table factorised as ``P = left @ right``.
+
+    A learned table has ``max_len * dim`` free numbers, but trained tables
+    are close to low rank (their rows vary smoothly with the position), so
+    the factorisation ``left (max_len, rank) @ right (rank, dim)`` keeps
+    ``rank * (max_len + dim)`` parameters instead: each position gets a
+    ``rank``-dimensional code, mapped to the model width by a shared
+    projection. ``rank = min(max_len, dim)`` can represent any table.
+
+    Args:
+        max_len: largest sequence length (rows of ``left``).
+        dim: feature dimension; must equal ``x.shape[-1]``.
+        rank: inner dimension, ``1 <= rank <= min(max_len, dim)``
+            (keyword-only).
+
+    Call arguments:
+        x: ``(batch, seq, dim)`` embeddings, ``seq <= max_len``.
+        positions: optional int ``(seq,)`` or ``(batch, seq)`` positions below
+            ``max_len``; default ``0 .. seq-1``.
+
+    Returns:
+        Tensor of the shape of ``x`` in the layer's compute dtype.
+
+    Weights:
+        left: ``(max_len, rank)``; right: ``(rank, dim)``. Both initialised
+        ``N(0, s^2)`` with ``s = sqrt(0.02 / sqrt(rank))``, so the entries of
+        ``P`` start with standard deviation 0.02, like a fresh learned table.
+
+    Example:
+        >>> enc = LowRankEncoding(128, 64, rank=8)
+        >>> enc.count_params()  # 8 * (128 + 64)
+        1536
+        >>> tuple(enc(keras.ops.zeros((2, 10, 64))).shape)
+        (2, 10, 64)
+    """
+
+    def __init__(self, max_len: int, dim: int, *, rank: int, **kwargs):
+        kwargs.setdefault("autocast", False)
+        super().__init__(**kwargs)
+        self.max_len, self.dim, self.rank = check_low_rank(max_len, dim, rank)
+        init = keras.initializers.RandomNormal(stddev=low_rank_init_std(self.rank))
+        self.left = self.add_weight(name="left", shape=(self.max_len, self.rank), initializer=init)
+        self.right = self.add_weight(name="right", shape=(self.rank, self.dim), initializer=init)
+        self.built = True
+
+    def encoding(self, positions):
+        """``P`` (float32) for ``positions`` (an int length or an int tensor)."""
+        return self._rows(table_positions(positions, self.max_len, "LowRankEncoding"))
+
+    def _rows(self, pos):
+        left = ops.take(ops.cast(self.left, "float32"), pos, axis=0)
+        return ops.matmul(left, ops.cast(self.right, "float32"))
+
+    def call(self, x, positions=None):
+        what = "LowRankEncoding"
+        check_embeddings(what, x.shape, self.dim)
+        if positions is None:
+            if x.shape[-2] == 0:
+                return ops.cast(x, self.compute_dtype)
+            positions = default_positions(x, self.max_len, what)
+        pos = table_positions(positions, self.max_len, what)
+        check_positions_shape(what, pos.shape, x.shape)
+        return self.add_encoding(x, self._rows(pos))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"max_len": self.max_len, "dim": self.dim, "rank": self.rank})
         return config

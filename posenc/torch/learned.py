@@ -7,8 +7,8 @@ import numbers
 import torch
 from torch import nn
 
-from posenc import resample
 from posenc._checks import (
+    check_length,
     check_base,
     check_embeddings,
     check_even_dim,
@@ -16,15 +16,37 @@ from posenc._checks import (
     check_positive_int,
     check_positions_shape,
 )
-from posenc.torch._util import as_positions, wide_dtype
-from posenc.torch.absolute import sinusoidal
+from posenc.learned import (
+    check_low_rank,
+    low_rank_init_std,
+    check_float_table,
+    check_init_std,
+    check_integer_positions,
+    length_fix,
+    check_position_range,
+    check_scale,
+    grid_resize_matrices,
+    table_resize_matrix,
+)
+from posenc.torch._util import (
+    as_positions,
+    table_positions,
+    wide_dtype,
+)
+from posenc.torch.sinusoidal import sinusoidal
 
-__all__ = ["resize_table", "resize_table_2d", "LearnedEncoding", "HybridEncoding"]
+__all__ = [
+    "resize_table",
+    "resize_table_2d",
+    "LearnedEncoding",
+    "HybridEncoding",
+    "LowRankEncoding",
+]
 
 
 def _as_table(table, what: str) -> torch.Tensor:
     table = table if torch.is_tensor(table) else torch.as_tensor(table)
-    resample.check_float_table(what, str(table.dtype).replace("torch.", ""))
+    check_float_table(what, str(table.dtype).replace("torch.", ""))
     return table
 
 
@@ -42,7 +64,7 @@ def resize_table(table, new_length: int, *, mode: str = "linear") -> torch.Tenso
     Row ``j`` of the result interpolates the old table at position
     ``(j + 0.5) * length / new_length - 0.5``, as
     ``torch.nn.functional.interpolate(..., align_corners=False)`` does; the
-    weights are the matrix :func:`posenc.resample.interpolation_matrix`, applied
+    weights are the matrix :func:`posenc.learned.interpolation_matrix`, applied
     in float64, so the Keras face gives the same numbers. This is how a model
     trained on short sequences is given a longer table before fine-tuning on
     long ones; the stretched positions are only a starting point.
@@ -66,7 +88,7 @@ def resize_table(table, new_length: int, *, mode: str = "linear") -> torch.Tenso
         for Language Understanding", NAACL 2019 (the learned table).
     """
     table = _as_table(table, "resize_table")
-    matrix = resample.table_resize_matrix(table.shape, new_length, mode)
+    matrix = table_resize_matrix(table.shape, new_length, mode)
     return _apply(matrix, table).to(table.dtype)
 
 
@@ -77,7 +99,7 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0,
     The table holds ``prefix_tokens`` rows that are not on the grid (the CLS
     token and the like) followed by a row-major ``old_h x old_w`` grid. The
     prefix rows are kept as they are; the grid is interpolated separably, one
-    :func:`posenc.resample.interpolation_matrix` per axis, in float64. ViT
+    :func:`posenc.learned.interpolation_matrix` per axis, in float64. ViT
     interpolates its table this way to fine-tune at a higher resolution than it
     was pre-trained at (Dosovitskiy et al., section 3.2; its released code
     interpolates linearly, ``mode="bilinear"`` here up to the grid-edge
@@ -104,7 +126,7 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0,
         Image Recognition at Scale", ICLR 2021, section 3.2.
     """
     table = _as_table(table, "resize_table_2d")
-    rows, cols = resample.grid_resize_matrices(table.shape, old_hw, new_hw, prefix_tokens, mode)
+    rows, cols = grid_resize_matrices(table.shape, old_hw, new_hw, prefix_tokens, mode)
     (old_h, old_w), dim = old_hw, table.shape[-1]
     prefix, grid = table[:prefix_tokens], table[prefix_tokens:]
     grid = _apply(rows, grid.reshape(old_h, old_w, dim))    # (new_h, old_w, dim)
@@ -117,17 +139,17 @@ def _positions(what: str, positions, max_len: int, device) -> torch.Tensor:
     """Checked integer positions: an int n becomes ``arange(n)``."""
     if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
         n = check_positive_int("positions", positions, fix="Pass a sequence length of at least 1.")
-        resample.check_length(what, n, max_len)
+        check_length(n, max_len, what=what, fix=length_fix(what, n))
         return torch.arange(n, device=device)
     pos = as_positions(positions, device=device)
-    resample.check_integer_positions(what, str(pos.dtype).replace("torch.", ""))
+    check_integer_positions(what, str(pos.dtype).replace("torch.", ""))
     # Index with int64 (uint8 would be read as a boolean mask). The range check reads two
     # numbers back from the device, so it runs on CPU tensors only (no GPU sync, no graph
     # break); on CUDA an out-of-range index stops the kernel with a device-side assert.
     pos = pos.to(device=device, dtype=torch.long)
     if pos.numel() and pos.device.type == "cpu" and not torch.compiler.is_compiling():
         low, high = torch.aminmax(pos)
-        resample.check_position_range(what, int(low), int(high), max_len)
+        check_position_range(what, int(low), int(high), max_len)
     return pos
 
 
@@ -196,7 +218,7 @@ class LearnedEncoding(nn.Module):
         super().__init__()
         self.max_len = check_positive_int("max_len", max_len)
         self.dim = check_positive_int("dim", dim)
-        self.init_std = resample.check_init_std(init_std)
+        self.init_std = check_init_std(init_std)
         self.table = nn.Parameter(torch.empty(self.max_len, self.dim))
         self.reset_parameters()
 
@@ -306,7 +328,7 @@ class HybridEncoding(nn.Module):
         check_layout(layout)
         self.base = check_base(base)
         self.layout = layout
-        self.initial_scale = resample.check_scale(scale)
+        self.initial_scale = check_scale(scale)
         self.scale = nn.Parameter(torch.tensor(self.initial_scale))
         self.offset = nn.Parameter(torch.zeros(self.max_len, self.dim))
 
@@ -323,3 +345,75 @@ class HybridEncoding(nn.Module):
     def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
         return _add_encoding(self, "HybridEncoding", x, positions, self.offset.device)
 
+
+class LowRankEncoding(nn.Module):
+    """A learned position table factorised as ``P = left @ right``.
+
+    A learned table has ``max_len * dim`` free numbers, but trained tables
+    are close to low rank (their rows vary smoothly with the position), so
+    the factorisation ``left (max_len, rank) @ right (rank, dim)`` keeps
+    ``rank * (max_len + dim)`` parameters instead: each position gets a
+    ``rank``-dimensional code, mapped to the model width by a shared
+    projection. ``rank = min(max_len, dim)`` can represent any table.
+
+    Args:
+        max_len: largest sequence length (rows of ``left``).
+        dim: feature dimension; must equal ``x.shape[-1]``.
+        rank: inner dimension, ``1 <= rank <= min(max_len, dim)``
+            (keyword-only).
+
+    Call arguments:
+        x: ``(batch, seq, dim)`` embeddings, ``seq <= max_len``.
+        positions: optional int ``(seq,)`` or ``(batch, seq)`` positions below
+            ``max_len``; default ``0 .. seq-1``.
+
+    Returns:
+        Tensor of the shape and dtype of ``x``.
+
+    Weights:
+        left: ``(max_len, rank)``; right: ``(rank, dim)``. Both initialised
+        ``N(0, s^2)`` with ``s = sqrt(0.02 / sqrt(rank))``, so the entries of
+        ``P`` start with standard deviation 0.02, like a fresh learned table.
+
+    Example:
+        >>> enc = LowRankEncoding(128, 64, rank=8)
+        >>> sum(p.numel() for p in enc.parameters())  # 8 * (128 + 64)
+        1536
+        >>> enc(torch.zeros(2, 10, 64)).shape
+        torch.Size([2, 10, 64])
+    """
+
+    def __init__(self, max_len: int, dim: int, *, rank: int):
+        super().__init__()
+        self.max_len, self.dim, self.rank = check_low_rank(max_len, dim, rank)
+        self.left = nn.Parameter(torch.empty(self.max_len, self.rank))
+        self.right = nn.Parameter(torch.empty(self.rank, self.dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        std = low_rank_init_std(self.rank)
+        nn.init.normal_(self.left, std=std)
+        nn.init.normal_(self.right, std=std)
+
+    def extra_repr(self) -> str:
+        return f"max_len={self.max_len}, dim={self.dim}, rank={self.rank}"
+
+    def encoding(self, positions) -> torch.Tensor:
+        """``P`` (float32) for ``positions`` (an int length or an int tensor)."""
+        return self._rows(table_positions(positions, self.max_len, "LowRankEncoding",
+                                           self.left.device))
+
+    def _rows(self, pos: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(device_type=self.left.device.type, enabled=False):
+            return self.left.float()[pos] @ self.right.float()
+
+    def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
+        what = "LowRankEncoding"
+        check_embeddings(what, x.shape, self.dim)
+        if positions is None:
+            if x.shape[-2] == 0:
+                return x
+            positions = x.shape[-2]
+        pos = table_positions(positions, self.max_len, what, self.left.device)
+        check_positions_shape(what, pos.shape, x.shape)
+        return x + self._rows(pos).to(device=x.device, dtype=x.dtype)

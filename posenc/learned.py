@@ -29,12 +29,16 @@ from posenc._checks import check_positive_int
 
 __all__ = [
     "CUBIC_A",
+    "TABLE_INIT_STD",
     "MODES_1D",
     "MODES_2D",
     "interpolation_matrix",
     "table_resize_matrix",
     "grid_resize_matrices",
 ]
+
+#: Standard deviation of a freshly initialised learned table (BERT, GPT-2, ViT).
+TABLE_INIT_STD = 0.02
 
 #: The cubic convolution parameter of PyTorch's and timm's bicubic resize.
 CUBIC_A = -0.75
@@ -264,21 +268,13 @@ def check_scale(scale) -> float:
     return value
 
 
-def _fix(what: str, need: int) -> str:
+def length_fix(what: str, need: int) -> str:
+    """How to fit ``need`` positions into a table module that is too short."""
     if what == "LearnedEncoding":
         return (f"build it with a larger max_len, or stretch a trained table with "
                 f"enc.resized({need}) (resize_table; resize_table_2d for a ViT grid)")
     return (f"build it with a larger max_len, or stretch a trained offset table with "
             f"resize_table(enc.offset, {need})")
-
-
-def check_length(what: str, length: int, max_len: int) -> None:
-    """Raise if a sequence of ``length`` positions does not fit a table of ``max_len`` rows."""
-    if length > max_len:
-        raise ValueError(
-            f"{what}: sequence length {length} exceeds the table's max_len={max_len}; "
-            f"{_fix(what, length)}."
-        )
 
 
 def check_position_range(what: str, low: int, high: int, max_len: int) -> None:
@@ -287,7 +283,7 @@ def check_position_range(what: str, low: int, high: int, max_len: int) -> None:
         raise ValueError(
             f"{what}: positions must lie in 0 .. {max_len - 1} (the table's max_len={max_len}), "
             f"got positions from {low} to {high}; negative positions have no row, and for "
-            f"larger ones {_fix(what, max(high + 1, max_len))}."
+            f"larger ones {length_fix(what, max(high + 1, max_len))}."
         )
 
 
@@ -307,3 +303,38 @@ def check_float_table(what: str, dtype: str) -> None:
             f"{what}: table must be a floating-point tensor, got dtype {dtype}; interpolation "
             "would truncate it. Cast it first, e.g. table.float()."
         )
+
+
+# ---------------------------------------------------------------------------
+# The low-rank table.
+
+
+def check_low_rank(max_len, dim, rank) -> tuple[int, int, int]:
+    """``1 <= rank <= min(max_len, dim)``."""
+    max_len = check_positive_int("max_len", max_len)
+    dim = check_positive_int("dim", dim)
+    full = min(max_len, dim)
+    if isinstance(rank, bool) or not isinstance(rank, numbers.Integral):
+        raise ValueError(f"LowRankEncoding: rank must be an integer, got rank={rank!r}.")
+    rank = int(rank)
+    if rank < 1:
+        raise ValueError(
+            f"LowRankEncoding: rank must be at least 1, got rank={rank}; "
+            f"use a rank from 1 to min(max_len, dim)={full}."
+        )
+    if rank > full:
+        raise ValueError(
+            f"LowRankEncoding: rank={rank} exceeds min(max_len, dim)={full}; a rank of {full} "
+            "already represents every (max_len, dim) table, so more only adds parameters. "
+            f"Use rank <= {full}."
+        )
+    return max_len, dim, rank
+
+
+def low_rank_init_std(rank: int, target: float = TABLE_INIT_STD) -> float:
+    """Standard deviation of each factor so that ``left @ right`` has std ``target``.
+
+    With independent ``N(0, s^2)`` entries, each entry of the product is a sum
+    of ``rank`` terms of variance ``s^4``, so ``s = sqrt(target / sqrt(rank))``.
+    """
+    return math.sqrt(target / math.sqrt(rank))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from posenc import core
+from posenc.sinusoidal import sinusoidal_inv_freq
 from posenc._checks import (
     check_embeddings,
     check_even_dim,
@@ -50,7 +50,7 @@ def sinusoidal(positions, dim: int, *, base: float = 10000.0, layout: str = "int
     """
     dim = check_even_dim(dim)
     check_layout(layout)
-    inv_freq_np = core.sinusoidal_inv_freq(dim, base)
+    inv_freq_np = sinusoidal_inv_freq(dim, base)
     pos = as_positions(positions)
     wide = wide_dtype()
     inv_freq = ops.convert_to_tensor(inv_freq_np.astype(wide))
@@ -129,7 +129,7 @@ class SinusoidalEncoding(AdditiveEncoding):
         super().__init__(**kwargs)
         self.dim = check_even_dim(dim)
         check_layout(layout)
-        core.sinusoidal_inv_freq(dim, base)  # validates base
+        sinusoidal_inv_freq(dim, base)  # validates base
         self.base = float(base)
         self.layout = layout
         self.built = True

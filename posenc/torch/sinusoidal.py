@@ -7,7 +7,7 @@ import functools
 import torch
 from torch import nn
 
-from posenc import core
+from posenc.sinusoidal import sinusoidal_inv_freq
 from posenc._checks import (
     check_embeddings,
     check_even_dim,
@@ -54,14 +54,14 @@ def sinusoidal(positions, dim: int, *, base: float = 10000.0,
     dim = check_even_dim(dim)
     check_layout(layout)
     base = float(base)
-    core.sinusoidal_inv_freq(dim, base)  # validates base
+    sinusoidal_inv_freq(dim, base)  # validates base
     pos = as_positions(positions)
     if pos.device.type == "mps":
         # MPS has no float64: compute on the CPU, where the angles are exact enough, then move.
         return sinusoidal(pos.cpu(), dim, base=base, layout=layout).to(pos.device)
     wide = wide_dtype(pos.device)
     if torch.compiler.is_compiling():     # traced once into the graph: no cache needed
-        inv_freq = torch.as_tensor(core.sinusoidal_inv_freq(dim, base), dtype=wide,
+        inv_freq = torch.as_tensor(sinusoidal_inv_freq(dim, base), dtype=wide,
                                    device=pos.device)
     else:
         inv_freq = _inv_freq(dim, base, pos.device, wide)
@@ -77,9 +77,9 @@ def sinusoidal(positions, dim: int, *, base: float = 10000.0,
 
 @functools.lru_cache(maxsize=32)
 def _inv_freq(dim: int, base: float, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-    """``core.sinusoidal_inv_freq`` as a tensor, made once per device (no copy per call)."""
+    """``sinusoidal_inv_freq`` as a tensor, made once per device (no copy per call)."""
     with torch.inference_mode(False):
-        return torch.as_tensor(core.sinusoidal_inv_freq(dim, base), dtype=dtype, device=device)
+        return torch.as_tensor(sinusoidal_inv_freq(dim, base), dtype=dtype, device=device)
 
 
 def sinusoidal_2d(height: int, width: int, dim: int, *, base: float = 10000.0,
@@ -144,7 +144,7 @@ class SinusoidalEncoding(nn.Module):
         super().__init__()
         self.dim = check_even_dim(dim)
         check_layout(layout)
-        core.sinusoidal_inv_freq(dim, base)  # validates base
+        sinusoidal_inv_freq(dim, base)  # validates base
         self.base = float(base)
         self.layout = layout
         self.register_buffer("_cache", torch.empty(0, self.dim), persistent=False)
