@@ -158,3 +158,27 @@ def integer_positions_error(name: str, dtype: str, *, what: str) -> ValueError:
         f"{what}: {name} index a table, so they must be integers, got dtype {dtype}; "
         "round them to integers, or use a sinusoidal encoding for fractional positions."
     )
+
+
+def check_hw(name: str, hw, *, what: str) -> tuple[int, int]:
+    """A ``(height, width)`` pair of positive integers."""
+    ok = (isinstance(hw, (tuple, list)) and len(hw) == 2
+          and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v > 0
+                  for v in hw))
+    if not ok:
+        raise ValueError(
+            f"{what}: {name} must be a (height, width) pair of positive integers, "
+            f"got {name}={hw!r}."
+        )
+    return int(hw[0]), int(hw[1])
+
+
+def check_seed(seed, *, what: str):
+    """``None`` or a non-negative integer."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(
+            f"{what}: seed must be None or a non-negative integer, got seed={seed!r}."
+        )
+    return int(seed)

@@ -9,8 +9,6 @@ gives them.
 
 from __future__ import annotations
 
-import numbers
-
 from posenc._checks import check_number
 
 #: The parts of ``RegularizedEncoding`` in the order they are applied to ``P``.
@@ -42,17 +40,6 @@ def check_std(name: str, value, *, what: str) -> float:
             "use a small positive value such as 0.02, or 0 to switch the noise off."
         )
     return std
-
-
-def check_seed(seed, *, what: str):
-    """``None`` or a non-negative integer."""
-    if seed is None:
-        return None
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(
-            f"{what}: seed must be None or a non-negative integer, got seed={seed!r}."
-        )
-    return int(seed)
 
 
 def check_float_encoding(what: str, dtype: str) -> None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from posenc._checks import check_base, check_even_dim
+from posenc._checks import check_base, check_even_dim, check_hw, check_positive_int
+from posenc.learned import source_coordinates
 
 
 def sinusoidal_inv_freq(dim: int, base: float = 10000.0) -> np.ndarray:
@@ -35,3 +36,35 @@ def sinusoidal_inv_freq(dim: int, base: float = 10000.0) -> np.ndarray:
 def wavelengths(dim: int, base: float = 10000.0) -> np.ndarray:
     """Wavelengths ``2 pi / inv_freq`` of the sinusoidal channel pairs, in positions."""
     return 2.0 * np.pi / sinusoidal_inv_freq(dim, base)
+
+
+def grid_coordinates(height: int, width: int, trained_hw=None) -> tuple[np.ndarray, np.ndarray]:
+    """Row and column coordinates of the cells of a row-major ``height x width`` grid.
+
+    Without ``trained_hw`` the coordinates are the integers ``0 .. height-1``
+    and ``0 .. width-1`` (int64). With ``trained_hw = (h0, w0)`` the grid is an
+    ``h0 x w0`` grid stretched to ``height x width``: cell ``(i, j)`` sits at
+    ``((i + 0.5) * h0 / height - 0.5, (j + 0.5) * w0 / width - 0.5)`` on it
+    (float64), the points where ``align_corners=False`` interpolation (as in
+    ``resize_table_2d``) samples a trained table.
+
+    Args:
+        height: rows of the grid.
+        width: columns of the grid.
+        trained_hw: optional ``(h0, w0)``, the grid the coordinates refer to.
+
+    Returns:
+        ``(rows, cols)``: arrays of shape ``(height * width,)``.
+
+    Example:
+        >>> grid_coordinates(2, 2, trained_hw=(1, 1))[0]
+        array([-0.25, -0.25,  0.25,  0.25])
+    """
+    height = check_positive_int("height", height)
+    width = check_positive_int("width", width)
+    if trained_hw is None:
+        rows, cols = np.arange(height), np.arange(width)
+    else:
+        h0, w0 = check_hw("trained_hw", trained_hw, what="sinusoidal_2d")
+        rows, cols = source_coordinates(h0, height), source_coordinates(w0, width)
+    return np.repeat(rows, width), np.tile(cols, height)

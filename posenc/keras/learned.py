@@ -8,6 +8,8 @@ import keras
 from keras import ops
 
 from posenc._checks import (
+    check_rank,
+    check_seed,
     check_length,
     check_base,
     check_embeddings,
@@ -17,6 +19,8 @@ from posenc._checks import (
     check_positions_shape,
 )
 from posenc.learned import (
+    check_extension,
+    low_rank_factors,
     check_low_rank,
     low_rank_init_std,
     check_float_table,
@@ -58,6 +62,12 @@ def _apply(matrix, table):
                       ops.cast(table, wide))
 
 
+def _as_table(table, what: str):
+    table = ops.convert_to_tensor(table)
+    check_float_table(what, dtype_of(table))
+    return table
+
+
 def resize_table(table, new_length: int, *, mode: str = "linear"):
     """Resample a learned ``(length, dim)`` position table to ``new_length`` rows.
 
@@ -88,8 +98,7 @@ def resize_table(table, new_length: int, *, mode: str = "linear"):
         Devlin et al., "BERT: Pre-training of Deep Bidirectional Transformers
         for Language Understanding", NAACL 2019 (the learned table).
     """
-    table = ops.convert_to_tensor(table)
-    check_float_table("resize_table", dtype_of(table))
+    table = _as_table(table, "resize_table")
     matrix = table_resize_matrix(tuple(table.shape), new_length, mode)
     return ops.cast(_apply(matrix, table), dtype_of(table))
 
@@ -126,8 +135,7 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0, mode: str 
         Dosovitskiy et al., "An Image is Worth 16x16 Words: Transformers for
         Image Recognition at Scale", ICLR 2021, section 3.2.
     """
-    table = ops.convert_to_tensor(table)
-    check_float_table("resize_table_2d", dtype_of(table))
+    table = _as_table(table, "resize_table_2d")
     rows, cols = grid_resize_matrices(tuple(table.shape), old_hw, new_hw,
                                                prefix_tokens, mode)
     (old_h, old_w), dim = old_hw, table.shape[-1]
@@ -289,6 +297,64 @@ class LearnedEncoding(AdditiveEncoding):
         return self._with_table(resize_table_2d(self.table, old_hw, new_hw,
                                                 prefix_tokens=prefix_tokens, mode=mode))
 
+    @classmethod
+    def from_table(cls, table, *, init_std: float = 0.02) -> "LearnedEncoding":
+        """A new layer whose table is a copy of ``table``.
+
+        ``max_len`` and ``dim`` are read from the table's shape, so a table
+        trained elsewhere (another model, a checkpoint) or edited by hand
+        becomes a layer in one call.
+
+        Args:
+            table: ``(max_len, dim)`` floating-point tensor, array or variable.
+            init_std: the standard deviation of later draws (the new rows of
+                :meth:`extended`). Default ``0.02``.
+
+        Returns:
+            A ``LearnedEncoding(max_len, dim, init_std=init_std)`` holding a
+            copy of ``table`` (in the layer's variable dtype).
+
+        Example:
+            >>> enc = LearnedEncoding.from_table(keras.ops.zeros((16, 8)))
+            >>> (enc.max_len, enc.dim)
+            (16, 8)
+        """
+        what = "LearnedEncoding.from_table"
+        table = _as_table(table, what)
+        check_rank("table", table.shape, 2, what=what)
+        new = cls(*table.shape, init_std=init_std)
+        new.table.assign(ops.cast(table, new.table.dtype))
+        return new
+
+    def extended(self, new_max_len: int, *, seed: int | None = None) -> "LearnedEncoding":
+        """A copy with ``new_max_len`` rows: the trained rows kept, the new ones drawn.
+
+        Rows ``0 .. max_len-1`` equal this layer's table exactly; rows
+        ``max_len .. new_max_len-1`` are drawn like a fresh table (normal of
+        standard deviation ``init_std``, truncated at two standard deviations)
+        and must be learned. :meth:`resized` instead stretches the trained
+        rows over the new length, so no row stays where it was trained.
+
+        Args:
+            new_max_len: the new ``max_len``, at least ``max_len``.
+            seed: optional int for reproducible new rows. Default ``None``.
+
+        Returns:
+            A ``LearnedEncoding(new_max_len, dim, init_std=...)`` with this
+            layer's dtype policy (and a new name).
+
+        Example:
+            >>> enc = LearnedEncoding(8, 4)
+            >>> longer = enc.extended(12, seed=0)
+            >>> bool(keras.ops.all(longer.table[:8] == enc.table))
+            True
+        """
+        new_max_len = check_extension(self.max_len, new_max_len)
+        seed = check_seed(seed, what="LearnedEncoding.extended")
+        init = keras.initializers.TruncatedNormal(stddev=self.init_std, seed=seed)
+        rows = init((new_max_len - self.max_len, self.dim), dtype=self.table.dtype)
+        return self._with_table(ops.concatenate((ops.convert_to_tensor(self.table), rows), axis=0))
+
     def _with_table(self, table) -> "LearnedEncoding":
         config = self.get_config()
         config.pop("name", None)
@@ -383,12 +449,16 @@ class HybridEncoding(AdditiveEncoding):
 class LowRankEncoding(AdditiveEncoding):
     """A learned position table factorised as ``P = left @ right``.
 
-    A learned table has ``max_len * dim`` free numbers, but trained tables
-    are close to low rank (their rows vary smoothly with the position), so
-    the factorisation ``left (max_len, rank) @ right (rank, dim)`` keeps
-    ``rank * (max_len + dim)`` parameters instead: each position gets a
+    A learned table has ``max_len * dim`` free numbers. A low-rank table is
+    one whose rows span only ``rank`` directions of the ``dim``-dimensional
+    space: ``left (max_len, rank) @ right (rank, dim)``, with
+    ``rank * (max_len + dim)`` parameters. Each position gets a
     ``rank``-dimensional code, mapped to the model width by a shared
-    projection. ``rank = min(max_len, dim)`` can represent any table.
+    projection. The rank limits how many directions the rows use, not how
+    they change from one position to the next: neighbouring positions may
+    have unrelated codes, and no smoothness is implied. ``rank = min(max_len,
+    dim)`` can represent any table; :meth:`from_table` gives the best
+    approximation of a given table at a lower rank.
 
     Args:
         max_len: largest sequence length (rows of ``left``).
@@ -425,6 +495,43 @@ class LowRankEncoding(AdditiveEncoding):
         self.left = self.add_weight(name="left", shape=(self.max_len, self.rank), initializer=init)
         self.right = self.add_weight(name="right", shape=(self.rank, self.dim), initializer=init)
         self.built = True
+
+    @classmethod
+    def from_table(cls, table, rank: int) -> "LowRankEncoding":
+        """The best rank-``rank`` approximation of a ``(max_len, dim)`` table.
+
+        The factors come from a truncated SVD of ``table`` in float64
+        (:func:`posenc.learned.low_rank_factors`): with ``table = U S V^T``,
+        ``left = U_r sqrt(S_r)`` and ``right = sqrt(S_r) V_r^T``, so
+        ``left @ right = U_r S_r V_r^T``, the closest rank-``rank`` table in
+        the Frobenius norm (Eckart & Young, 1936). Splitting ``S`` evenly keeps
+        both factors on the same scale.
+
+        Args:
+            table: ``(max_len, dim)`` floating-point tensor, array or variable.
+            rank: ``1 <= rank <= min(max_len, dim)``.
+
+        Returns:
+            A ``LowRankEncoding(max_len, dim, rank=rank)`` holding the factors.
+
+        Example:
+            >>> table = keras.ops.outer(keras.ops.arange(4.0), keras.ops.ones(3))  # rank 1
+            >>> enc = LowRankEncoding.from_table(table, 1)
+            >>> bool(keras.ops.all(keras.ops.isclose(enc.encoding(4), table, atol=1e-6)))
+            True
+
+        References:
+            Eckart & Young, "The approximation of one matrix by another of
+            lower rank", Psychometrika 1(3), 1936.
+        """
+        what = "LowRankEncoding.from_table"
+        table = _as_table(table, what)
+        check_rank("table", table.shape, 2, what=what)
+        left, right = low_rank_factors(ops.convert_to_numpy(ops.cast(table, "float32")), rank)
+        new = cls(*table.shape, rank=rank)
+        new.left.assign(ops.cast(left, new.left.dtype))
+        new.right.assign(ops.cast(right, new.right.dtype))
+        return new
 
     def encoding(self, positions):
         """``P`` (float32) for ``positions`` (an int length or an int tensor)."""

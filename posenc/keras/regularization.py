@@ -13,9 +13,9 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from posenc._checks import check_embeddings, check_positions_shape
+from posenc._checks import check_embeddings, check_positions_shape, check_seed
 from posenc.keras._util import AdditiveEncoding, as_positions, dtype_of
-from posenc.regularization import check_float_encoding, check_rate, check_seed, check_std
+from posenc.regularization import check_float_encoding, check_rate, check_std
 
 __all__ = ["EncodingDropout", "ChannelDropout", "GaussianNoise", "RegularizedEncoding"]
 

@@ -8,6 +8,8 @@ import torch
 from torch import nn
 
 from posenc._checks import (
+    check_rank,
+    check_seed,
     check_length,
     check_base,
     check_embeddings,
@@ -17,6 +19,8 @@ from posenc._checks import (
     check_positions_shape,
 )
 from posenc.learned import (
+    check_extension,
+    low_rank_factors,
     check_low_rank,
     low_rank_init_std,
     check_float_table,
@@ -274,6 +278,71 @@ class LearnedEncoding(nn.Module):
                                     mode=mode)
         return self._with_table(table)
 
+    @classmethod
+    def from_table(cls, table, *, init_std: float = 0.02) -> "LearnedEncoding":
+        """A new module whose table is a copy of ``table``.
+
+        ``max_len`` and ``dim`` are read from the table's shape, so a table
+        trained elsewhere (another model, a checkpoint) or edited by hand
+        becomes a module in one call.
+
+        Args:
+            table: ``(max_len, dim)`` floating-point tensor or array.
+            init_std: the standard deviation of later draws
+                (:meth:`reset_parameters`, the new rows of :meth:`extended`).
+                Default ``0.02``.
+
+        Returns:
+            A ``LearnedEncoding(max_len, dim, init_std=init_std)`` on
+            ``table``'s device, in its dtype, holding a copy of ``table``.
+
+        Example:
+            >>> enc = LearnedEncoding.from_table(torch.zeros(16, 8))
+            >>> (enc.max_len, enc.dim)
+            (16, 8)
+        """
+        what = "LearnedEncoding.from_table"
+        table = _as_table(table, what)
+        check_rank("table", table.shape, 2, what=what)
+        new = cls(*table.shape, init_std=init_std).to(device=table.device, dtype=table.dtype)
+        with torch.no_grad():
+            new.table.copy_(table)
+        return new
+
+    def extended(self, new_max_len: int, *, seed: int | None = None) -> "LearnedEncoding":
+        """A copy with ``new_max_len`` rows: the trained rows kept, the new ones drawn.
+
+        Rows ``0 .. max_len-1`` equal this module's table exactly; rows
+        ``max_len .. new_max_len-1`` are drawn like a fresh table (normal of
+        standard deviation ``init_std``, truncated at two standard deviations)
+        and must be learned. :meth:`resized` instead stretches the trained
+        rows over the new length, so no row stays where it was trained.
+
+        Args:
+            new_max_len: the new ``max_len``, at least ``max_len``.
+            seed: optional int for reproducible new rows. Default ``None``
+                (PyTorch's global generator).
+
+        Returns:
+            A ``LearnedEncoding(new_max_len, dim, init_std=...)`` on this
+            module's device and dtype.
+
+        Example:
+            >>> enc = LearnedEncoding(8, 4)
+            >>> longer = enc.extended(12, seed=0)
+            >>> bool((longer.table[:8] == enc.table).all())
+            True
+        """
+        new_max_len = check_extension(self.max_len, new_max_len)
+        seed = check_seed(seed, what="LearnedEncoding.extended")
+        rows = torch.empty(new_max_len - self.max_len, self.dim)
+        generator = None if seed is None else torch.Generator().manual_seed(seed)
+        s = self.init_std
+        nn.init.trunc_normal_(rows, std=s, a=-2.0 * s, b=2.0 * s, generator=generator)
+        with torch.no_grad():
+            table = torch.cat((self.table, rows.to(self.table)), dim=0)
+        return self._with_table(table)
+
     def _with_table(self, table: torch.Tensor) -> "LearnedEncoding":
         new = LearnedEncoding(table.shape[0], self.dim, init_std=self.init_std)
         new = new.to(device=self.table.device, dtype=self.table.dtype)
@@ -349,12 +418,16 @@ class HybridEncoding(nn.Module):
 class LowRankEncoding(nn.Module):
     """A learned position table factorised as ``P = left @ right``.
 
-    A learned table has ``max_len * dim`` free numbers, but trained tables
-    are close to low rank (their rows vary smoothly with the position), so
-    the factorisation ``left (max_len, rank) @ right (rank, dim)`` keeps
-    ``rank * (max_len + dim)`` parameters instead: each position gets a
+    A learned table has ``max_len * dim`` free numbers. A low-rank table is
+    one whose rows span only ``rank`` directions of the ``dim``-dimensional
+    space: ``left (max_len, rank) @ right (rank, dim)``, with
+    ``rank * (max_len + dim)`` parameters. Each position gets a
     ``rank``-dimensional code, mapped to the model width by a shared
-    projection. ``rank = min(max_len, dim)`` can represent any table.
+    projection. The rank limits how many directions the rows use, not how
+    they change from one position to the next: neighbouring positions may
+    have unrelated codes, and no smoothness is implied. ``rank = min(max_len,
+    dim)`` can represent any table; :meth:`from_table` gives the best
+    approximation of a given table at a lower rank.
 
     Args:
         max_len: largest sequence length (rows of ``left``).
@@ -389,6 +462,45 @@ class LowRankEncoding(nn.Module):
         self.left = nn.Parameter(torch.empty(self.max_len, self.rank))
         self.right = nn.Parameter(torch.empty(self.rank, self.dim))
         self.reset_parameters()
+
+    @classmethod
+    def from_table(cls, table, rank: int) -> "LowRankEncoding":
+        """The best rank-``rank`` approximation of a ``(max_len, dim)`` table.
+
+        The factors come from a truncated SVD of ``table`` in float64
+        (:func:`posenc.learned.low_rank_factors`): with ``table = U S V^T``,
+        ``left = U_r sqrt(S_r)`` and ``right = sqrt(S_r) V_r^T``, so
+        ``left @ right = U_r S_r V_r^T``, the closest rank-``rank`` table in
+        the Frobenius norm (Eckart & Young, 1936). Splitting ``S`` evenly keeps
+        both factors on the same scale.
+
+        Args:
+            table: ``(max_len, dim)`` floating-point tensor or array.
+            rank: ``1 <= rank <= min(max_len, dim)``.
+
+        Returns:
+            A ``LowRankEncoding(max_len, dim, rank=rank)`` (float32) on
+            ``table``'s device.
+
+        Example:
+            >>> table = torch.outer(torch.arange(4.0), torch.ones(3))  # rank 1
+            >>> enc = LowRankEncoding.from_table(table, 1)
+            >>> torch.allclose(enc.encoding(4), table)
+            True
+
+        References:
+            Eckart & Young, "The approximation of one matrix by another of
+            lower rank", Psychometrika 1(3), 1936.
+        """
+        what = "LowRankEncoding.from_table"
+        table = _as_table(table, what)
+        check_rank("table", table.shape, 2, what=what)
+        left, right = low_rank_factors(table.detach().cpu().double().numpy(), rank)
+        new = cls(*table.shape, rank=rank).to(table.device)
+        with torch.no_grad():
+            new.left.copy_(torch.as_tensor(left))
+            new.right.copy_(torch.as_tensor(right))
+        return new
 
     def reset_parameters(self) -> None:
         std = low_rank_init_std(self.rank)

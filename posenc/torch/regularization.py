@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from posenc._checks import check_embeddings, check_positions_shape
-from posenc.regularization import check_float_encoding, check_rate, check_seed, check_std
+from posenc._checks import check_embeddings, check_positions_shape, check_seed
+from posenc.regularization import check_float_encoding, check_rate, check_std
 from posenc.torch._util import as_positions
 
 __all__ = ["EncodingDropout", "ChannelDropout", "GaussianNoise", "RegularizedEncoding"]
