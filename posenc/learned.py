@@ -14,18 +14,27 @@ position embeddings: output sample ``j`` sits at input coordinate
 ``(j + 0.5) * old / new - 0.5`` (half-pixel centres), samples outside the table
 repeat its edge rows, and the cubic kernel has ``a = -0.75``.
 
-This module also holds the argument checks that ``LearnedEncoding`` and
-``HybridEncoding`` share across the faces, so both raise the same messages.
+This module also holds the learned family's other framework-free parts: the
+initial scale of a table, what a table module suggests when a sequence does
+not fit, and the truncated SVD behind ``LowRankEncoding.from_table``. Their
+argument checks live in :mod:`posenc._checks` with all the others.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
-from posenc._checks import check_hw, check_positive_int
+from posenc._checks import (
+    check_choice,
+    check_grid_rows,
+    check_hw,
+    check_int,
+    check_low_rank,
+    check_positive_int,
+    check_rank,
+)
 
 __all__ = [
     "CUBIC_A",
@@ -110,19 +119,10 @@ _AXIS_KERNEL = {"linear": "linear", "bilinear": "linear", "cubic": "cubic",
                 "bicubic": "cubic", "nearest": "nearest"}
 
 
-def _check_mode(mode, allowed, what: str) -> str:
-    if mode not in allowed:
-        other = MODES_2D if allowed == MODES_1D else MODES_1D
-        hint = ""
-        if mode in other:
-            hint = (f"; {mode!r} is a mode of resize_table_2d, the 1D modes are the ones above"
-                    if allowed == MODES_1D
-                    else f"; {mode!r} is a mode of resize_table, the 2D modes are the ones above")
-        raise ValueError(
-            f"{what}: mode must be one of {', '.join(repr(m) for m in allowed)}, "
-            f"got mode={mode!r}{hint}."
-        )
-    return mode
+def _mode_fix(mode, other: tuple, other_name: str) -> str:
+    """A hint when ``mode`` belongs to the other resizing function."""
+    return (f"{mode!r} is a mode of {other_name}, the modes here are the ones above"
+            if isinstance(mode, str) and mode in other else "")
 
 
 def interpolation_matrix(old: int, new: int, mode: str = "linear") -> np.ndarray:
@@ -157,9 +157,9 @@ def interpolation_matrix(old: int, new: int, mode: str = "linear") -> np.ndarray
         Keys, "Cubic convolution interpolation for digital image processing",
         IEEE Trans. ASSP 29(6), 1981.
     """
-    old = check_positive_int("old", old)
-    new = check_positive_int("new", new)
-    _check_mode(mode, tuple(_AXIS_KERNEL), "interpolation_matrix")
+    old = check_positive_int("old", old, what="interpolation_matrix")
+    new = check_positive_int("new", new, what="interpolation_matrix")
+    check_choice("mode", mode, _AXIS_KERNEL, what="interpolation_matrix")
     if old == new:
         return np.eye(new)
     return _KERNELS[_AXIS_KERNEL[mode]](old, new)
@@ -176,17 +176,16 @@ def table_resize_matrix(shape, new_length, mode: str = "linear") -> np.ndarray:
     Returns:
         float64 NumPy array of shape ``(new_length, length)``.
     """
+    what = "resize_table"
     shape = tuple(shape)
-    if len(shape) != 2:
-        raise ValueError(
-            f"resize_table: table must have rank 2, (length, dim), got shape {shape} "
-            f"(rank {len(shape)}); for a ViT grid of positions use resize_table_2d."
-        )
-    new_length = check_positive_int(
-        "new_length", new_length, fix="resize_table needs at least one row.")
-    _check_mode(mode, MODES_1D, "resize_table")
-    if shape[0] == 0:
-        raise ValueError("resize_table: the table has no rows; there is nothing to resample.")
+    check_rank("table", shape, 2, what=what,
+               fix="a table is (length, dim); for a ViT grid of positions use resize_table_2d")
+    new_length = check_positive_int("new_length", new_length, what=what,
+                                    fix="resize_table needs at least one row")
+    check_choice("mode", mode, MODES_1D, what=what,
+                 fix=_mode_fix(mode, MODES_2D, "resize_table_2d"))
+    check_positive_int("length", shape[0], what=what,
+                       fix="the table has no rows, so there is nothing to resample")
     return interpolation_matrix(shape[0], new_length, mode)
 
 
@@ -207,132 +206,39 @@ def grid_resize_matrices(shape, old_hw, new_hw, prefix_tokens: int = 0,
         ``(rows, cols)``: float64 arrays of shapes ``(new_h, old_h)`` and
         ``(new_w, old_w)``; the new grid is ``rows @ grid @ cols.T`` per channel.
     """
+    what = "resize_table_2d"
     shape = tuple(shape)
-    if len(shape) != 2:
-        raise ValueError(
-            f"resize_table_2d: table must have rank 2, (prefix_tokens + height * width, dim), "
-            f"got shape {shape} (rank {len(shape)}); flatten the grid row-major first."
-        )
-    old_h, old_w = check_hw("old_hw", old_hw, what="resize_table_2d")
-    new_h, new_w = check_hw("new_hw", new_hw, what="resize_table_2d")
-    if (isinstance(prefix_tokens, bool) or not isinstance(prefix_tokens, numbers.Integral)
-            or prefix_tokens < 0):
-        raise ValueError(
-            f"resize_table_2d: prefix_tokens must be a non-negative integer, "
-            f"got prefix_tokens={prefix_tokens!r}."
-        )
-    prefix_tokens = int(prefix_tokens)
-    _check_mode(mode, MODES_2D, "resize_table_2d")
-    rows = shape[0]
-    expected = prefix_tokens + old_h * old_w
-    if rows != expected:
-        fits = []
-        if rows >= old_h * old_w:
-            fits.append(f"prefix_tokens={rows - old_h * old_w} would fit old_hw=({old_h}, {old_w})")
-        side = math.isqrt(max(rows - prefix_tokens, 0))
-        if side > 0 and side * side == rows - prefix_tokens:
-            fits.append(f"old_hw=({side}, {side}) would fit prefix_tokens={prefix_tokens}")
-        raise ValueError(
-            f"resize_table_2d: the table has {rows} rows but prefix_tokens={prefix_tokens} "
-            f"plus old_hw=({old_h}, {old_w}) make {expected}; pass the grid the table was trained "
-            "on, and as prefix_tokens the number of leading rows that are not on it (1 for a "
-            "CLS token)" + (f": {'; '.join(fits)}" if fits else "") + "."
-        )
+    check_rank("table", shape, 2, what=what,
+               fix="a table is (prefix_tokens + height * width, dim); flatten the grid "
+                   "row-major first")
+    old_h, old_w = check_hw("old_hw", old_hw, what=what)
+    new_h, new_w = check_hw("new_hw", new_hw, what=what)
+    prefix_tokens = check_int("prefix_tokens", prefix_tokens, minimum=0, what=what)
+    check_choice("mode", mode, MODES_2D, what=what,
+                 fix=_mode_fix(mode, MODES_1D, "resize_table"))
+    check_grid_rows(shape[0], (old_h, old_w), prefix_tokens, what=what)
     return (interpolation_matrix(old_h, new_h, _AXIS_KERNEL[mode]),
             interpolation_matrix(old_w, new_w, _AXIS_KERNEL[mode]))
 
 
 # ---------------------------------------------------------------------------
-# Checks shared by LearnedEncoding and HybridEncoding in both faces.
+# What a table module says when a sequence does not fit (``{need}``: the rows needed).
 
+#: ``LearnedEncoding``: a longer table, or a stretched one.
+LEARNED_TOO_SHORT = ("build it with a larger max_len, or stretch a trained table with "
+                     "enc.resized({need}) (resize_table; resize_table_2d for a ViT grid) or "
+                     "grow it with enc.extended({need})")
 
-def check_init_std(init_std) -> float:
-    """The initial standard deviation must be a finite number > 0."""
-    try:
-        value = float(init_std)
-    except (TypeError, ValueError):
-        value = float("nan")
-    if not math.isfinite(value) or value <= 0.0:
-        raise ValueError(
-            f"init_std must be a finite number greater than 0, got init_std={init_std!r}; "
-            "BERT and ViT use 0.02."
-        )
-    return value
+#: ``HybridEncoding``: a longer offset table, or a stretched one.
+HYBRID_TOO_SHORT = ("build it with a larger max_len, or stretch a trained offset table with "
+                    "resize_table(enc.offset, {need})")
 
-
-def check_scale(scale) -> float:
-    """The initial scale of the sinusoid must be a finite number."""
-    try:
-        value = float(scale)
-    except (TypeError, ValueError):
-        value = float("nan")
-    if not math.isfinite(value):
-        raise ValueError(f"scale must be a finite number, got scale={scale!r}; the usual value "
-                         "is 1.0 (the sinusoid as it is).")
-    return value
-
-
-def length_fix(what: str, need: int) -> str:
-    """How to fit ``need`` positions into a table module that is too short."""
-    if what == "LearnedEncoding":
-        return (f"build it with a larger max_len, or stretch a trained table with "
-                f"enc.resized({need}) (resize_table; resize_table_2d for a ViT grid)")
-    return (f"build it with a larger max_len, or stretch a trained offset table with "
-            f"resize_table(enc.offset, {need})")
-
-
-def check_position_range(what: str, low: int, high: int, max_len: int) -> None:
-    """Raise if positions ``low .. high`` do not all index a table of ``max_len`` rows."""
-    if low < 0 or high >= max_len:
-        raise ValueError(
-            f"{what}: positions must lie in 0 .. {max_len - 1} (the table's max_len={max_len}), "
-            f"got positions from {low} to {high}; negative positions have no row, and for "
-            f"larger ones {length_fix(what, max(high + 1, max_len))}."
-        )
-
-
-def check_integer_positions(what: str, dtype: str) -> None:
-    """Learned tables are indexed, so their positions must be integers."""
-    if "int" not in dtype:
-        raise ValueError(
-            f"{what}: positions index a learned table, so they must be integers, got dtype "
-            f"{dtype}; round them, or use SinusoidalEncoding for fractional positions."
-        )
-
-
-def check_float_table(what: str, dtype: str) -> None:
-    """Interpolated rows are fractions: an integer table would be silently truncated."""
-    if "float" not in dtype:
-        raise ValueError(
-            f"{what}: table must be a floating-point tensor, got dtype {dtype}; interpolation "
-            "would truncate it. Cast it first, e.g. table.float()."
-        )
+#: ``LowRankEncoding``: a longer table.
+LOW_RANK_TOO_SHORT = "build it with a larger max_len"
 
 
 # ---------------------------------------------------------------------------
 # The low-rank table.
-
-
-def check_low_rank(max_len, dim, rank, *, what: str = "LowRankEncoding") -> tuple[int, int, int]:
-    """``1 <= rank <= min(max_len, dim)``."""
-    max_len = check_positive_int("max_len", max_len)
-    dim = check_positive_int("dim", dim)
-    full = min(max_len, dim)
-    if isinstance(rank, bool) or not isinstance(rank, numbers.Integral):
-        raise ValueError(f"{what}: rank must be an integer, got rank={rank!r}.")
-    rank = int(rank)
-    if rank < 1:
-        raise ValueError(
-            f"{what}: rank must be at least 1, got rank={rank}; "
-            f"use a rank from 1 to min(max_len, dim)={full}."
-        )
-    if rank > full:
-        raise ValueError(
-            f"{what}: rank={rank} exceeds min(max_len, dim)={full}; a rank of {full} "
-            "already represents every (max_len, dim) table, so more only adds parameters. "
-            f"Use rank <= {full}."
-        )
-    return max_len, dim, rank
 
 
 def low_rank_init_std(rank: int, target: float = TABLE_INIT_STD) -> float:
@@ -372,20 +278,8 @@ def low_rank_factors(table: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarr
         rank", Psychometrika 1(3), 1936.
     """
     table = np.asarray(table, dtype=np.float64)
+    check_rank("table", table.shape, 2, what="LowRankEncoding.from_table")
     check_low_rank(*table.shape, rank, what="LowRankEncoding.from_table")
     u, s, vt = np.linalg.svd(table, full_matrices=False)
     root = np.sqrt(s[:rank])
     return u[:, :rank] * root, root[:, None] * vt[:rank]
-
-
-def check_extension(max_len: int, new_max_len) -> int:
-    """``LearnedEncoding.extended`` keeps every trained row, so it only grows a table."""
-    new_max_len = check_positive_int("new_max_len", new_max_len)
-    if new_max_len < max_len:
-        raise ValueError(
-            f"LearnedEncoding.extended: new_max_len must be at least max_len={max_len} (every "
-            f"trained row is kept), got new_max_len={new_max_len}; to shorten the table, "
-            f"resample it with enc.resized({new_max_len}) or keep its first rows with "
-            f"LearnedEncoding.from_table(enc.table[:{new_max_len}])."
-        )
-    return new_max_len

@@ -1,51 +1,41 @@
-"""Regularised encodings (framework-free): the rules both faces share.
+"""Regularised encodings (framework-free): what both faces share.
 
 Dropout, channel dropout and Gaussian noise on an encoding ``P`` have no
-formula beyond the framework's own random draws; what both faces share is the
-argument rules (a rate in ``[0, 1)``, a standard deviation ``>= 0``, a seed),
-the order :class:`RegularizedEncoding` applies its parts in, and the seeds it
-gives them.
+formula beyond the framework's own random draws. What both faces share is the
+order :class:`RegularizedEncoding` applies its parts in, the seeds it gives
+them, and the shape of a channel-dropout mask; the argument rules (a rate in
+``[0, 1)``, a standard deviation ``>= 0``, a seed) live in
+:mod:`posenc._checks` with all the others.
 """
 
 from __future__ import annotations
 
-from posenc._checks import check_number
+__all__ = ["PARTS", "part_seeds", "channel_mask_shape"]
 
 #: The parts of ``RegularizedEncoding`` in the order they are applied to ``P``.
 PARTS = ("noise", "dropout", "channel_dropout")
 
 
-def part_seeds(seed):
-    """The seeds of the three parts: ``seed``, ``seed + 1``, ``seed + 2`` (or ``None``)."""
+def part_seeds(seed: int | None) -> tuple:
+    """The seeds of the parts, in the order of :data:`PARTS`: ``seed``, ``seed + 1``, ...
+
+    Example:
+        >>> part_seeds(7)
+        (7, 8, 9)
+        >>> part_seeds(None)
+        (None, None, None)
+    """
     return tuple(None if seed is None else seed + i for i in range(len(PARTS)))
 
 
-def check_rate(name: str, value, *, what: str) -> float:
-    """A drop probability in ``[0, 1)``."""
-    rate = check_number(name, value, what=what)
-    if not 0.0 <= rate < 1.0:
-        raise ValueError(
-            f"{what}: {name} must be in [0, 1) (the probability of dropping an entry), "
-            f"got {name}={value!r}; use a small value such as 0.1, or 0 to switch it off."
-        )
-    return rate
+def channel_mask_shape(shape) -> tuple:
+    """One channel-dropout mask per example, shared by every position: ``(..., 1, dim)``.
 
+    Unknown sizes (``None``) stay unknown.
 
-def check_std(name: str, value, *, what: str) -> float:
-    """A noise standard deviation, ``>= 0``."""
-    std = check_number(name, value, what=what)
-    if std < 0.0:
-        raise ValueError(
-            f"{what}: {name} must be >= 0 (a standard deviation), got {name}={value!r}; "
-            "use a small positive value such as 0.02, or 0 to switch the noise off."
-        )
-    return std
-
-
-def check_float_encoding(what: str, dtype: str) -> None:
-    """A regulariser scales and perturbs ``P``: an integer ``P`` would be truncated."""
-    if "float" not in dtype:
-        raise ValueError(
-            f"{what}: the encoding must be a floating-point tensor, got dtype {dtype}; "
-            "pass the encoding P itself (float32, bfloat16, ...), or cast it first."
-        )
+    Example:
+        >>> channel_mask_shape((2, 5, 8))
+        (2, 1, 8)
+    """
+    shape = tuple(shape)
+    return (*shape[:-2], 1, shape[-1])

@@ -189,8 +189,8 @@ def test_torch_resize_passes_gradients():
 def test_resize_errors(face):
     resize, resize_2d = FACES[face].resize_table, FACES[face].resize_table_2d
     table = tensor(face, np.zeros((17, 4), np.float32))
-    with pytest.raises(ValueError, match=r"resize_table: table must have rank 2, \(length, dim\), "
-                                         r"got shape \(17,\)"):
+    with pytest.raises(ValueError, match=r"resize_table: table must have rank 2, got shape "
+                                         r"\(17,\) \(rank 1\); a table is \(length, dim\)"):
         resize(tensor(face, np.zeros(17, np.float32)), 5)
     for n in (0, -4):
         with pytest.raises(ValueError, match=rf"new_length must be a positive integer, "
@@ -312,11 +312,10 @@ def test_learned_too_long(face):
         enc(tensor(face, np.zeros((2, 21, 4), np.float32)))
     with pytest.raises(ValueError, match=r"sequence length 30 exceeds the table's max_len=20"):
         enc.encoding(30)
-    with pytest.raises(ValueError, match=r"positions must lie in 0 \.\. 19 \(the table's "
-                                         r"max_len=20\), got positions from 2 to 20; .*"
-                                         r"enc.resized\(21\)"):
+    with pytest.raises(ValueError, match=r"positions must lie in 0 \.\. 19, got 20 "
+                                         r"\(max_len=20\); .*enc.resized\(21\)"):
         enc(tensor(face, np.zeros((1, 2, 4), np.float32)), tensor(face, np.array([2, 20])))
-    with pytest.raises(ValueError, match=r"got positions from -1 to 3; negative positions"):
+    with pytest.raises(ValueError, match=r"positions must lie in 0 \.\. 19, got -1"):
         enc.encoding(tensor(face, np.array([[-1, 3]])))
 
 
@@ -333,7 +332,7 @@ def test_learned_argument_errors(face):
     with pytest.raises(ValueError, match=r"LearnedEncoding: x must be \(\.\.\., seq, dim\) with "
                                          r"dim=4, got x.shape=\(1, 3, 5\)"):
         enc(tensor(face, np.zeros((1, 3, 5), np.float32)))
-    with pytest.raises(ValueError, match=r"LearnedEncoding: positions index a learned table, so "
+    with pytest.raises(ValueError, match=r"LearnedEncoding: positions index a table, so "
                                          r"they must be integers, got dtype float32"):
         enc(tensor(face, np.zeros((1, 2, 4), np.float32)),
             tensor(face, np.array([0.0, 1.0], np.float32)))

@@ -2,45 +2,33 @@
 
 from __future__ import annotations
 
-import numbers
-
 import keras
 from keras import ops
 
 from posenc._checks import (
-    check_rank,
-    check_seed,
-    check_length,
     check_base,
-    check_embeddings,
     check_even_dim,
-    check_layout,
-    check_positive_int,
-    check_positions_shape,
-)
-from posenc.learned import (
     check_extension,
-    low_rank_factors,
-    check_low_rank,
-    low_rank_init_std,
-    check_float_table,
+    check_float_dtype,
     check_init_std,
-    check_integer_positions,
-    length_fix,
-    check_position_range,
+    check_layout,
+    check_low_rank,
+    check_positive_int,
+    check_rank,
     check_scale,
+    check_seed,
+)
+from posenc.keras._util import AdditiveEncoding, dtype_of, wide_dtype
+from posenc.keras.sinusoidal import sinusoidal
+from posenc.learned import (
+    HYBRID_TOO_SHORT,
+    LEARNED_TOO_SHORT,
+    LOW_RANK_TOO_SHORT,
     grid_resize_matrices,
+    low_rank_factors,
+    low_rank_init_std,
     table_resize_matrix,
 )
-from posenc.keras._util import (
-    AdditiveEncoding,
-    as_positions,
-    default_positions,
-    dtype_of,
-    table_positions,
-    wide_dtype,
-)
-from posenc.keras.sinusoidal import sinusoidal
 
 __all__ = [
     "resize_table",
@@ -63,8 +51,10 @@ def _apply(matrix, table):
 
 
 def _as_table(table, what: str):
+    """``table`` as a floating-point tensor (interpolation would truncate integers)."""
     table = ops.convert_to_tensor(table)
-    check_float_table(what, dtype_of(table))
+    check_float_dtype("table", dtype_of(table), what=what,
+                      fix="interpolation would truncate it. Cast it first, e.g. table.float()")
     return table
 
 
@@ -146,56 +136,6 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0, mode: str 
     return ops.concatenate((prefix, grid), axis=0)
 
 
-def _known(tensor):
-    """The tensor's values as NumPy when they are known now (eager), else ``None``."""
-    try:
-        return ops.convert_to_numpy(tensor)
-    except Exception:  # a symbolic tensor (tf.function, jax.jit): nothing to check yet
-        return None
-
-
-def _positions(what: str, positions, max_len: int):
-    """Checked integer positions: an int n becomes ``arange(n)``.
-
-    Values are checked when they are known (eager execution); inside a compiled
-    graph only the dtype is.
-    """
-    if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
-        n = check_positive_int("positions", positions, fix="Pass a sequence length of at least 1.")
-        check_length(n, max_len, what=what, fix=length_fix(what, n))
-        return ops.arange(n, dtype="int32")
-    pos = as_positions(positions)
-    check_integer_positions(what, dtype_of(pos))
-    pos = ops.cast(pos, "int32")  # one index dtype on every backend (uint8, int8, ... too)
-    if all(d != 0 for d in pos.shape):
-        low, high = _known(ops.min(pos)), _known(ops.max(pos))
-        if low is not None and high is not None:
-            check_position_range(what, int(low), int(high), max_len)
-    return pos
-
-
-def _default_positions(what: str, x, max_len: int):
-    """``0 .. seq-1`` for ``x`` of shape ``(..., seq, dim)``, checked when ``seq`` is static."""
-    seq = x.shape[-2]
-    if seq is None:  # dynamic length inside a graph: the gather fails if it is too long
-        return ops.arange(ops.shape(x)[-2], dtype="int32")
-    return _positions(what, int(seq), max_len)
-
-
-
-def _add_encoding(layer, what: str, x, positions, encode):
-    """A table layer's call: ``x + encode(positions)``, positions checked against x."""
-    check_embeddings(what, x.shape, layer.dim)
-    if positions is None:
-        if x.shape[-2] == 0:
-            return ops.cast(x, layer.compute_dtype)
-        pos = _default_positions(what, x, layer.max_len)
-    else:
-        pos = _positions(what, positions, layer.max_len)
-        check_positions_shape(what, pos.shape, x.shape)
-    return layer.add_encoding(x, encode(pos))
-
-
 @keras.saving.register_keras_serializable(package="posenc")
 class LearnedEncoding(AdditiveEncoding):
     """Adds a learned position table to token embeddings (BERT, GPT-2, ViT).
@@ -209,11 +149,12 @@ class LearnedEncoding(AdditiveEncoding):
     initialised like BERT's: a normal distribution of standard deviation
     ``init_std`` truncated at two standard deviations.
 
-    The price is a hard maximum length: a sequence longer than ``max_len`` (or
-    a position outside ``0 .. max_len-1``) raises ``ValueError`` when the
-    length or the positions are known (eager execution, static shapes). To
-    fine-tune at a new length, :meth:`resized` (:meth:`resized_2d` for a ViT
-    grid) gives a copy whose table is resampled.
+    The price is a hard maximum length: a sequence longer than ``max_len``
+    raises ``ValueError``, and so does a position outside ``0 .. max_len-1``
+    where the data may be read (see "Checks that read the data" in the API
+    reference). To fine-tune at a new length, :meth:`resized`
+    (:meth:`resized_2d` for a ViT grid) gives a copy whose table is
+    resampled, and :meth:`extended` one that keeps the trained rows.
 
     Args:
         max_len: number of positions (rows of the table).
@@ -248,9 +189,10 @@ class LearnedEncoding(AdditiveEncoding):
 
     def __init__(self, max_len: int, dim: int, *, init_std: float = 0.02, **kwargs):
         super().__init__(**kwargs)
-        self.max_len = check_positive_int("max_len", max_len)
-        self.dim = check_positive_int("dim", dim)
-        self.init_std = check_init_std(init_std)
+        what = "LearnedEncoding"
+        self.max_len = check_positive_int("max_len", max_len, what=what)
+        self.dim = check_positive_int("dim", dim, what=what)
+        self.init_std = check_init_std(init_std, what=what)
         # Read in float32 even under mixed precision: P is cast at the end.
         self.table = self.add_weight(
             shape=(self.max_len, self.dim), name="table", autocast=False,
@@ -259,13 +201,8 @@ class LearnedEncoding(AdditiveEncoding):
 
     def encoding(self, positions):
         """The rows alone (float32) for ``positions`` (an int n or an int tensor)."""
-        return self._rows(_positions("LearnedEncoding", positions, self.max_len))
-
-    def _rows(self, pos):
+        pos = self._table_positions(positions, self.max_len, fix=LEARNED_TOO_SHORT)
         return ops.take(ops.cast(self.table, "float32"), pos, axis=0)
-
-    def call(self, x, positions=None):
-        return _add_encoding(self, "LearnedEncoding", x, positions, self._rows)
 
     def resized(self, new_max_len: int, *, mode: str = "linear") -> "LearnedEncoding":
         """A new layer whose table is this one's resampled to ``new_max_len`` rows.
@@ -349,8 +286,9 @@ class LearnedEncoding(AdditiveEncoding):
             >>> bool(keras.ops.all(longer.table[:8] == enc.table))
             True
         """
-        new_max_len = check_extension(self.max_len, new_max_len)
-        seed = check_seed(seed, what="LearnedEncoding.extended")
+        what = "LearnedEncoding.extended"
+        new_max_len = check_extension(self.max_len, new_max_len, what=what)
+        seed = check_seed(seed, what=what)
         init = keras.initializers.TruncatedNormal(stddev=self.init_std, seed=seed)
         rows = init((new_max_len - self.max_len, self.dim), dtype=self.table.dtype)
         return self._with_table(ops.concatenate((ops.convert_to_tensor(self.table), rows), axis=0))
@@ -381,7 +319,7 @@ class HybridEncoding(AdditiveEncoding):
     ``scale`` let training adapt it. ``offset`` starts at zero, so at
     initialisation the layer equals ``scale * SinusoidalEncoding``. Like a
     learned table, ``offset`` fixes a maximum length: longer sequences raise
-    ``ValueError`` when the length is known.
+    ``ValueError``.
 
     Args:
         max_len: number of positions (rows of ``offset``).
@@ -412,12 +350,12 @@ class HybridEncoding(AdditiveEncoding):
     def __init__(self, max_len: int, dim: int, *, base: float = 10000.0,
                  layout: str = "interleaved", scale: float = 1.0, **kwargs):
         super().__init__(**kwargs)
-        self.max_len = check_positive_int("max_len", max_len)
-        self.dim = check_even_dim(dim, what="HybridEncoding")
-        check_layout(layout)
-        self.base = check_base(base)
-        self.layout = layout
-        self.initial_scale = check_scale(scale)
+        what = "HybridEncoding"
+        self.max_len = check_positive_int("max_len", max_len, what=what)
+        self.dim = check_even_dim(dim, what=what)
+        self.layout = check_layout(layout, what=what)
+        self.base = check_base(base, what=what)
+        self.initial_scale = check_scale(scale, what=what)
         self.scale = self.add_weight(
             shape=(), name="scale", autocast=False,
             initializer=keras.initializers.Constant(self.initial_scale))
@@ -428,15 +366,10 @@ class HybridEncoding(AdditiveEncoding):
 
     def encoding(self, positions):
         """``P(positions)`` alone (float32) for an int n or an int tensor."""
-        return self._encode(_positions("HybridEncoding", positions, self.max_len))
-
-    def _encode(self, pos):
+        pos = self._table_positions(positions, self.max_len, fix=HYBRID_TOO_SHORT)
         sinusoid = sinusoidal(pos, self.dim, base=self.base, layout=self.layout)
         offset = ops.take(ops.cast(self.offset, "float32"), pos, axis=0)
         return ops.cast(self.scale, "float32") * sinusoid + offset
-
-    def call(self, x, positions=None):
-        return _add_encoding(self, "HybridEncoding", x, positions, self._encode)
 
     def get_config(self):
         config = super().get_config()
@@ -490,7 +423,8 @@ class LowRankEncoding(AdditiveEncoding):
     def __init__(self, max_len: int, dim: int, *, rank: int, **kwargs):
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
-        self.max_len, self.dim, self.rank = check_low_rank(max_len, dim, rank)
+        self.max_len, self.dim, self.rank = check_low_rank(max_len, dim, rank,
+                                                           what="LowRankEncoding")
         init = keras.initializers.RandomNormal(stddev=low_rank_init_std(self.rank))
         self.left = self.add_weight(name="left", shape=(self.max_len, self.rank), initializer=init)
         self.right = self.add_weight(name="right", shape=(self.rank, self.dim), initializer=init)
@@ -535,22 +469,9 @@ class LowRankEncoding(AdditiveEncoding):
 
     def encoding(self, positions):
         """``P`` (float32) for ``positions`` (an int length or an int tensor)."""
-        return self._rows(table_positions(positions, self.max_len, "LowRankEncoding"))
-
-    def _rows(self, pos):
+        pos = self._table_positions(positions, self.max_len, fix=LOW_RANK_TOO_SHORT)
         left = ops.take(ops.cast(self.left, "float32"), pos, axis=0)
         return ops.matmul(left, ops.cast(self.right, "float32"))
-
-    def call(self, x, positions=None):
-        what = "LowRankEncoding"
-        check_embeddings(what, x.shape, self.dim)
-        if positions is None:
-            if x.shape[-2] == 0:
-                return ops.cast(x, self.compute_dtype)
-            positions = default_positions(x, self.max_len, what)
-        pos = table_positions(positions, self.max_len, what)
-        check_positions_shape(what, pos.shape, x.shape)
-        return self.add_encoding(x, self._rows(pos))
 
     def get_config(self):
         config = super().get_config()

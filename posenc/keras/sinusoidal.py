@@ -6,12 +6,7 @@ import keras
 from keras import ops
 
 from posenc.sinusoidal import grid_coordinates, sinusoidal_inv_freq
-from posenc._checks import (
-    check_embeddings,
-    check_even_dim,
-    check_layout,
-    check_positions_shape,
-)
+from posenc._checks import check_base, check_even_dim, check_layout
 from posenc.keras._util import AdditiveEncoding, as_positions, result_dtype, wide_dtype
 
 __all__ = ["sinusoidal", "sinusoidal_2d", "SinusoidalEncoding"]
@@ -48,11 +43,11 @@ def sinusoidal(positions, dim: int, *, base: float = 10000.0, layout: str = "int
         Vaswani et al., "Attention Is All You Need", NeurIPS 2017, section 3.5.
     """
     dim = check_even_dim(dim)
-    check_layout(layout)
-    inv_freq_np = sinusoidal_inv_freq(dim, base)
-    pos = as_positions(positions)
+    layout = check_layout(layout, what="sinusoidal")
+    base = check_base(base, what="sinusoidal")
+    pos = as_positions(positions, what="sinusoidal")
     wide = wide_dtype()
-    inv_freq = ops.convert_to_tensor(inv_freq_np.astype(wide))
+    inv_freq = ops.convert_to_tensor(sinusoidal_inv_freq(dim, base).astype(wide))
     angles = ops.expand_dims(ops.cast(pos, wide), -1) * inv_freq
     sin, cos = ops.sin(angles), ops.cos(angles)
     if layout == "interleaved":
@@ -134,11 +129,9 @@ class SinusoidalEncoding(AdditiveEncoding):
         # autocast off: float positions must not be rounded to a bf16 compute dtype.
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
-        self.dim = check_even_dim(dim)
-        check_layout(layout)
-        sinusoidal_inv_freq(dim, base)  # validates base
-        self.base = float(base)
-        self.layout = layout
+        self.dim = check_even_dim(dim, what="SinusoidalEncoding")
+        self.layout = check_layout(layout, what="SinusoidalEncoding")
+        self.base = check_base(base, what="SinusoidalEncoding")
         self.built = True
 
     def encoding(self, positions):
@@ -146,16 +139,8 @@ class SinusoidalEncoding(AdditiveEncoding):
 
         float32 for an int or integer positions; float positions keep their dtype.
         """
-        return sinusoidal(positions, self.dim, base=self.base, layout=self.layout)
-
-    def call(self, x, positions=None):
-        check_embeddings("SinusoidalEncoding", x.shape, self.dim)
-        if positions is None:
-            positions = ops.arange(ops.shape(x)[-2], dtype="int32")
-        else:
-            positions = as_positions(positions)
-            check_positions_shape("SinusoidalEncoding", positions.shape, x.shape)
-        return self.add_encoding(x, self.encoding(positions))
+        return sinusoidal(as_positions(positions, what="SinusoidalEncoding"), self.dim,
+                          base=self.base, layout=self.layout)
 
     def get_config(self):
         config = super().get_config()

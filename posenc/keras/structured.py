@@ -1,41 +1,35 @@
 """Positions that are not ``0, 1, 2, ...`` (Keras face).
 
-Continuous time (irregular timestamps), tree paths, several modalities in one
-sequence, and a low-rank learned table. Each is an absolute encoding: a layer
-whose ``call`` returns ``x + P`` and whose ``encoding(...)`` returns ``P``
+Continuous time (irregular timestamps), tree paths and several modalities in
+one sequence (the low-rank table is in ``learned.py``). Each is an absolute
+encoding: a layer whose ``call`` returns ``x + P`` and whose
+``encoding(...)`` returns ``P``
 alone in float32. The layers are built with ``autocast=False``: under a mixed
 policy, float timestamps and positions are not rounded to the compute dtype
 and ``P`` is computed from float32 weights, then cast to the compute dtype.
 
 Index checks that depend on the data (child indices, modality ids, positions
-below ``max_len``) run when the values are at hand (eager execution); inside a
-traced graph (``fit``, ``jit``) the backend's own gather bounds apply.
+below ``max_len``) follow the policy of the API reference ("Checks that read
+the data"), as in the PyTorch face.
 """
 
 from __future__ import annotations
-
-import numbers
 
 import keras
 from keras import ops
 
 from posenc._checks import (
+    check_base,
+    check_choice,
     check_embeddings,
     check_even_dim,
     check_layout,
-    check_positions_shape,
-    check_positive_int,
-)
-from posenc.sinusoidal import sinusoidal_inv_freq
-from posenc.structured import (
-    TABLE_INIT_STD,
-    check_mode,
-    check_numeric_timestamps,
+    check_level_width,
+    check_not_scalar,
     check_paths_depth,
     check_paths_values,
-    check_per_token_shape,
+    check_positive_int,
     check_time_scale,
-    hierarchical_level_width,
 )
 from posenc.keras._util import (
     AdditiveEncoding,
@@ -43,12 +37,16 @@ from posenc.keras._util import (
     as_positions,
     can_inspect,
     check_indices,
-    dtype_of,
     item,
-    table_positions,
     wide_dtype,
 )
 from posenc.keras.sinusoidal import sinusoidal
+from posenc.structured import (
+    MULTIMODAL_MODES,
+    MULTIMODAL_TOO_SHORT,
+    TABLE_INIT_STD,
+    level_rows,
+)
 
 __all__ = [
     "ContinuousTimeEncoding",
@@ -63,25 +61,14 @@ __all__ = [
 # --------------------------------------------------------------------------- helpers
 
 def _check_paths(paths, max_depth: int, *, what: str, max_children: int | None = None):
-    paths = as_indices(paths, "paths", what)
+    """``paths`` as int32 ``(..., max_depth)``; their values checked when the policy allows."""
+    paths = as_indices(paths, name="paths", what=what)
     check_paths_depth(paths.shape, max_depth, what=what)
     if can_inspect(paths):
-        gap = ops.any(ops.logical_and(paths[..., 1:] >= 0, paths[..., :-1] < 0))
-        check_paths_values(item(ops.min(paths)), item(ops.max(paths)), item(gap),
-                              what=what, max_children=max_children)
+        lowest, highest = item(ops.min(paths)), item(ops.max(paths))
+        gap = item(ops.any(ops.logical_and(paths[..., 1:] >= 0, paths[..., :-1] < 0)))
+        check_paths_values(lowest, highest, bool(gap), max_children=max_children, what=what)
     return paths
-
-
-def _timestamps(timestamps, what: str):
-    """Numeric timestamps as a tensor; an int n stands for ``0 .. n-1``."""
-    if isinstance(timestamps, bool) or not isinstance(timestamps, numbers.Integral):
-        timestamps = ops.convert_to_tensor(timestamps)
-        check_numeric_timestamps(dtype_of(timestamps), what=what)
-    return as_positions(timestamps, name="timestamps")
-
-
-def _per_token(name: str, t, x, *, what: str, each: str, trailing: str = "") -> None:
-    check_per_token_shape(name, t.shape, x.shape, what=what, each=each, trailing=trailing)
 
 
 # --------------------------------------------------------------------------- time
@@ -132,25 +119,25 @@ class ContinuousTimeEncoding(AdditiveEncoding):
                  layout: str = "interleaved", **kwargs):
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
-        self.dim = check_even_dim(dim)
-        self.time_scale = check_time_scale(time_scale)
-        check_layout(layout)
-        sinusoidal_inv_freq(dim, base)  # validates base
-        self.base = float(base)
-        self.layout = layout
+        what = "ContinuousTimeEncoding"
+        self.dim = check_even_dim(dim, what=what)
+        self.time_scale = check_time_scale(time_scale, what=what)
+        self.layout = check_layout(layout, what=what)
+        self.base = check_base(base, what=what)
         self.built = True
 
     def encoding(self, timestamps):
         """``P`` (float32) of shape ``(*timestamps.shape, dim)``."""
         wide = wide_dtype()
-        t = ops.cast(_timestamps(timestamps, "ContinuousTimeEncoding"), wide) / self.time_scale
+        t = as_positions(timestamps, name="timestamps", what=self._what())
+        t = ops.cast(t, wide) / self.time_scale
         return ops.cast(sinusoidal(t, self.dim, base=self.base, layout=self.layout), "float32")
 
     def call(self, x, timestamps):
-        check_embeddings("ContinuousTimeEncoding", x.shape, self.dim)
+        check_embeddings(x.shape, self.dim, what=self._what())
         timestamps = ops.convert_to_tensor(timestamps)
-        _per_token("timestamps", timestamps, x, what="ContinuousTimeEncoding", each="time")
-        return self.add_encoding(x, self.encoding(timestamps))
+        self._per_token("timestamps", timestamps, x, each="time")
+        return self._add(x, self.encoding(timestamps))
 
     def get_config(self):
         config = super().get_config()
@@ -201,7 +188,7 @@ class Time2Vec(AdditiveEncoding):
     def __init__(self, dim: int, **kwargs):
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
-        self.dim = check_positive_int("dim", dim)
+        self.dim = check_positive_int("dim", dim, what="Time2Vec")
         init = keras.initializers.RandomNormal(stddev=1.0)
         self.frequency = self.add_weight(name="frequency", shape=(self.dim,), initializer=init)
         self.phase = self.add_weight(name="phase", shape=(self.dim,), initializer=init)
@@ -209,16 +196,17 @@ class Time2Vec(AdditiveEncoding):
 
     def encoding(self, timestamps):
         """``P`` (float32) of shape ``(*timestamps.shape, dim)``."""
-        t = ops.cast(_timestamps(timestamps, "Time2Vec"), "float32")
+        t = as_positions(timestamps, name="timestamps", what=self._what())
+        t = ops.cast(t, "float32")
         angles = (ops.expand_dims(t, -1) * ops.cast(self.frequency, "float32")
                   + ops.cast(self.phase, "float32"))
         return ops.concatenate((angles[..., :1], ops.sin(angles[..., 1:])), axis=-1)
 
     def call(self, x, timestamps):
-        check_embeddings("Time2Vec", x.shape, self.dim)
+        check_embeddings(x.shape, self.dim, what=self._what())
         timestamps = ops.convert_to_tensor(timestamps)
-        _per_token("timestamps", timestamps, x, what="Time2Vec", each="time")
-        return self.add_encoding(x, self.encoding(timestamps))
+        self._per_token("timestamps", timestamps, x, each="time")
+        return self._add(x, self.encoding(timestamps))
 
     def get_config(self):
         config = super().get_config()
@@ -261,7 +249,7 @@ def hierarchical(paths, dim: int, *, max_depth: int, base: float = 10000.0):
         Shiv & Quirk, "Novel positional encodings to enable tree-based
         transformers", NeurIPS 2019.
     """
-    width = hierarchical_level_width(dim, max_depth)
+    width = check_level_width(dim, max_depth, what="hierarchical")
     paths = _check_paths(paths, max_depth, what="hierarchical")
     present = ops.expand_dims(ops.cast(paths >= 0, "float32"), -1)
     pe = sinusoidal(ops.maximum(paths, 0), width, base=base) * present
@@ -312,9 +300,10 @@ class HierarchicalEncoding(AdditiveEncoding):
     def __init__(self, max_depth: int, max_children: int, dim: int, **kwargs):
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
-        self.max_depth = check_positive_int("max_depth", max_depth)
-        self.max_children = check_positive_int("max_children", max_children)
-        self.dim = check_positive_int("dim", dim)
+        what = "HierarchicalEncoding"
+        self.max_depth = check_positive_int("max_depth", max_depth, what=what)
+        self.max_children = check_positive_int("max_children", max_children, what=what)
+        self.dim = check_positive_int("dim", dim, what=what)
         self.level_tables = self.add_weight(
             name="level_tables", shape=(self.max_depth, self.max_children, self.dim),
             initializer=keras.initializers.RandomNormal(stddev=TABLE_INIT_STD))
@@ -322,21 +311,19 @@ class HierarchicalEncoding(AdditiveEncoding):
 
     def encoding(self, paths):
         """``P`` (float32) of shape ``(*paths.shape[:-1], dim)``."""
-        paths = _check_paths(paths, self.max_depth, what="HierarchicalEncoding",
+        paths = _check_paths(paths, self.max_depth, what=self._what(),
                              max_children=self.max_children)
-        offsets = ops.arange(self.max_depth, dtype="int32") * self.max_children
+        rows = level_rows(ops.maximum(paths, 0), self._arange(self.max_depth), self.max_children)
         table = ops.reshape(ops.cast(self.level_tables, "float32"), (-1, self.dim))
-        rows = ops.take(table, ops.maximum(paths, 0) + offsets, axis=0)
         present = ops.expand_dims(ops.cast(paths >= 0, "float32"), -1)
-        return ops.sum(rows * present, axis=-2)
+        return ops.sum(ops.take(table, rows, axis=0) * present, axis=-2)
 
     def call(self, x, paths):
-        what = "HierarchicalEncoding"
-        check_embeddings(what, x.shape, self.dim)
+        check_embeddings(x.shape, self.dim, what=self._what())
         paths = ops.convert_to_tensor(paths)
-        check_paths_depth(paths.shape, self.max_depth, what=what)
-        _per_token("paths", paths, x, what=what, each="path", trailing="max_depth")
-        return self.add_encoding(x, self.encoding(paths))
+        check_paths_depth(paths.shape, self.max_depth, what=self._what())
+        self._per_token("paths", paths, x, each="path", trailing="max_depth")
+        return self._add(x, self.encoding(paths))
 
     def get_config(self):
         config = super().get_config()
@@ -368,39 +355,20 @@ def modality_positions(modality_ids, *, num_modalities: int | None = None):
         >>> keras.ops.convert_to_numpy(modality_positions(ids)).tolist()
         [0, 1, 0, 1, 2, 2]
     """
-    ids = as_indices(modality_ids, "modality_ids", "modality_positions")
-    if len(ids.shape) < 1:
-        raise ValueError("modality_positions: modality_ids must be (..., seq), got a scalar.")
+    what = "modality_positions"
+    ids = as_indices(modality_ids, name="modality_ids", what=what)
+    check_not_scalar("modality_ids", ids.shape, what=what)
     if num_modalities is None:
         index = ops.arange(ops.shape(ids)[-1], dtype="int32")
         earlier = ops.expand_dims(index, -1) > index  # [i, j]: j comes before i
         same = ops.equal(ops.expand_dims(ids, -1), ops.expand_dims(ids, -2))
         return ops.sum(ops.cast(ops.logical_and(same, earlier), "int32"), axis=-1)
-    num_modalities = check_positive_int("num_modalities", num_modalities)
-    check_indices(ids, "modality_ids", num_modalities, what="modality_positions",
-                 fix="pass a larger num_modalities, or none to count any ids")
+    num_modalities = check_positive_int("num_modalities", num_modalities, what=what)
+    check_indices(ids, num_modalities, name="modality_ids", limit_name="num_modalities",
+                  what=what, fix="pass a larger num_modalities, or none to count any ids")
     one_hot = ops.one_hot(ids, num_modalities, dtype="int32")
     counts = ops.sum(ops.cumsum(one_hot, axis=-2) * one_hot, axis=-1)
     return ops.cast(counts, "int32") - 1
-
-
-def _shared(enc: "MultimodalEncoding", ids, positions):
-    return sinusoidal(positions, enc.dim)
-
-
-def _per_modality(enc: "MultimodalEncoding", ids, positions):
-    table = ops.reshape(ops.cast(enc.modality_tables, "float32"), (-1, enc.dim))
-    flat = ids * enc.max_len + positions
-    return ops.take(table, flat, axis=0)
-
-
-def _shared_offset(enc: "MultimodalEncoding", ids, positions):
-    offset = ops.take(ops.cast(enc.modality_embedding, "float32"), ids, axis=0)
-    return ops.cast(sinusoidal(positions, enc.dim), "float32") + offset
-
-
-#: mode -> function(encoding, modality_ids, positions) returning P.
-_MODES = {"shared": _shared, "per_modality": _per_modality, "shared_offset": _shared_offset}
 
 
 @keras.saving.register_keras_serializable(package="posenc")
@@ -472,20 +440,18 @@ class MultimodalEncoding(AdditiveEncoding):
                  mode: str = "shared_offset", **kwargs):
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
-        self.mode = check_mode(mode)
-        self.dim = (check_positive_int("dim", dim) if mode == "per_modality"
-                    else check_even_dim(dim, what=f"MultimodalEncoding(mode={mode!r})"))
-        self.num_modalities = check_positive_int("num_modalities", num_modalities)
-        self.max_len = check_positive_int("max_len", max_len)
-        init = keras.initializers.RandomNormal(stddev=TABLE_INIT_STD)
-        if mode == "per_modality":
-            self.modality_tables = self.add_weight(
-                name="modality_tables", shape=(self.num_modalities, self.max_len, self.dim),
-                initializer=init)
-        elif mode == "shared_offset":
-            self.modality_embedding = self.add_weight(
-                name="modality_embedding", shape=(self.num_modalities, self.dim),
-                initializer=init)
+        what = "MultimodalEncoding"
+        self.mode = check_choice("mode", mode, MULTIMODAL_MODES, what=what)
+        spec = MULTIMODAL_MODES[mode]
+        self.dim = (check_even_dim(dim, what=f"{what}(mode={mode!r})") if spec.sinusoid
+                    else check_positive_int("dim", dim, what=what))
+        self.num_modalities = check_positive_int("num_modalities", num_modalities, what=what)
+        self.max_len = check_positive_int("max_len", max_len, what=what)
+        if spec.table is not None:
+            shape = spec.table_shape(self.num_modalities, self.max_len, self.dim)
+            setattr(self, spec.table, self.add_weight(
+                name=spec.table, shape=shape,
+                initializer=keras.initializers.RandomNormal(stddev=TABLE_INIT_STD)))
         self.built = True
 
     def encoding(self, modality_ids, positions=None):
@@ -494,33 +460,33 @@ class MultimodalEncoding(AdditiveEncoding):
         In ``"shared"`` mode the ids are not used and ``P`` has shape
         ``(*positions.shape, dim)``.
         """
-        what = "MultimodalEncoding"
-        ids = as_indices(modality_ids, "modality_ids", what)
-        if len(ids.shape) < 1:
-            raise ValueError(f"{what}: modality_ids must be (seq,) or (batch, seq), got a scalar.")
-        check_indices(ids, "modality_ids", self.num_modalities, what=what,
-                     fix=f"build it with num_modalities={self.num_modalities + 1} or more")
+        what, spec = self._what(), MULTIMODAL_MODES[self.mode]
+        ids = as_indices(modality_ids, name="modality_ids", what=what)
+        check_not_scalar("modality_ids", ids.shape, what=what)
+        check_indices(ids, self.num_modalities, name="modality_ids", limit_name="num_modalities",
+                      what=what, fix=f"build it with num_modalities={self.num_modalities + 1} "
+                                     "or more")
         if positions is None:
-            seq = ids.shape[-1]
-            positions = seq if seq is not None else ops.arange(ops.shape(ids)[-1], dtype="int32")
-        if self.mode == "per_modality":
-            positions = table_positions(positions, self.max_len, what)
+            positions = ids.shape[-1]
+            if positions is None:  # a length known only at run time
+                positions = self._arange(ops.shape(ids)[-1])
+        if spec.positions_index:
+            positions = self._table_positions(positions, self.max_len, fix=MULTIMODAL_TOO_SHORT)
         else:
-            positions = as_positions(positions)
-        return _MODES[self.mode](self, ids, positions)
+            positions = self._positions(positions)
+        pe = ops.cast(sinusoidal(positions, self.dim), "float32") if spec.sinusoid else 0.0
+        if spec.table is not None:
+            table = ops.reshape(ops.cast(getattr(self, spec.table), "float32"), (-1, self.dim))
+            pe = pe + ops.take(table, spec.row(ids, positions, self.max_len), axis=0)
+        return pe
 
     def call(self, x, modality_ids, positions=None):
-        what = "MultimodalEncoding"
-        check_embeddings(what, x.shape, self.dim)
-        modality_ids = as_indices(modality_ids, "modality_ids", what)
-        _per_token("modality_ids", modality_ids, x, what=what, each="modality id")
+        positions = self._positions_for(x, positions)
+        modality_ids = as_indices(modality_ids, name="modality_ids", what=self._what())
+        self._per_token("modality_ids", modality_ids, x, each="modality id")
         if positions is None:
-            if x.shape[-2] == 0:
-                return ops.cast(x, self.compute_dtype)
-        else:
-            positions = as_positions(positions)
-            check_positions_shape(what, positions.shape, x.shape)
-        return self.add_encoding(x, self.encoding(modality_ids, positions))
+            return ops.cast(x, self.compute_dtype)
+        return self._add(x, self.encoding(modality_ids, positions))
 
     def get_config(self):
         config = super().get_config()

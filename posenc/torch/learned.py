@@ -2,41 +2,32 @@
 
 from __future__ import annotations
 
-import numbers
-
 import torch
 from torch import nn
 
 from posenc._checks import (
-    check_rank,
-    check_seed,
-    check_length,
     check_base,
-    check_embeddings,
     check_even_dim,
+    check_extension,
+    check_float_dtype,
+    check_init_std,
     check_layout,
+    check_low_rank,
     check_positive_int,
-    check_positions_shape,
+    check_rank,
+    check_scale,
+    check_seed,
 )
 from posenc.learned import (
-    check_extension,
-    low_rank_factors,
-    check_low_rank,
-    low_rank_init_std,
-    check_float_table,
-    check_init_std,
-    check_integer_positions,
-    length_fix,
-    check_position_range,
-    check_scale,
+    HYBRID_TOO_SHORT,
+    LEARNED_TOO_SHORT,
+    LOW_RANK_TOO_SHORT,
     grid_resize_matrices,
+    low_rank_factors,
+    low_rank_init_std,
     table_resize_matrix,
 )
-from posenc.torch._util import (
-    as_positions,
-    table_positions,
-    wide_dtype,
-)
+from posenc.torch._util import AdditiveEncoding, dtype_of, wide_dtype
 from posenc.torch.sinusoidal import sinusoidal
 
 __all__ = [
@@ -49,8 +40,10 @@ __all__ = [
 
 
 def _as_table(table, what: str) -> torch.Tensor:
+    """``table`` as a floating-point tensor (interpolation would truncate integers)."""
     table = table if torch.is_tensor(table) else torch.as_tensor(table)
-    check_float_table(what, str(table.dtype).replace("torch.", ""))
+    check_float_dtype("table", dtype_of(table), what=what,
+                      fix="interpolation would truncate it. Cast it first, e.g. table.float()")
     return table
 
 
@@ -139,39 +132,7 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0,
     return torch.cat((prefix, grid), dim=0)
 
 
-def _positions(what: str, positions, max_len: int, device) -> torch.Tensor:
-    """Checked integer positions: an int n becomes ``arange(n)``."""
-    if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
-        n = check_positive_int("positions", positions, fix="Pass a sequence length of at least 1.")
-        check_length(n, max_len, what=what, fix=length_fix(what, n))
-        return torch.arange(n, device=device)
-    pos = as_positions(positions, device=device)
-    check_integer_positions(what, str(pos.dtype).replace("torch.", ""))
-    # Index with int64 (uint8 would be read as a boolean mask). The range check reads two
-    # numbers back from the device, so it runs on CPU tensors only (no GPU sync, no graph
-    # break); on CUDA an out-of-range index stops the kernel with a device-side assert.
-    pos = pos.to(device=device, dtype=torch.long)
-    if pos.numel() and pos.device.type == "cpu" and not torch.compiler.is_compiling():
-        low, high = torch.aminmax(pos)
-        check_position_range(what, int(low), int(high), max_len)
-    return pos
-
-
-
-def _add_encoding(module, what: str, x: torch.Tensor, positions, device) -> torch.Tensor:
-    """A table module's forward: ``x + module.encoding(positions)``, positions checked."""
-    check_embeddings(what, x.shape, module.dim)
-    if positions is None:
-        if x.shape[-2] == 0:
-            return x
-        positions = x.shape[-2]
-    else:
-        positions = as_positions(positions, device=device)
-        check_positions_shape(what, positions.shape, x.shape)
-    return x + module.encoding(positions).to(device=x.device, dtype=x.dtype)
-
-
-class LearnedEncoding(nn.Module):
+class LearnedEncoding(AdditiveEncoding):
     """Adds a learned position table to token embeddings (BERT, GPT-2, ViT).
 
     Each position ``p < max_len`` owns a trainable row ``table[p]``, and
@@ -183,10 +144,12 @@ class LearnedEncoding(nn.Module):
     distribution of standard deviation ``init_std`` truncated at two standard
     deviations.
 
-    The price is a hard maximum length: a sequence longer than ``max_len`` (or
-    a position outside ``0 .. max_len-1``) raises ``ValueError``. To fine-tune
-    at a new length, :meth:`resized` (:meth:`resized_2d` for a ViT grid) gives a
-    copy whose table is resampled.
+    The price is a hard maximum length: a sequence longer than ``max_len``
+    raises ``ValueError``, and so does a position outside ``0 .. max_len-1``
+    where the data may be read (see "Checks that read the data" in the API
+    reference). To fine-tune at a new length, :meth:`resized`
+    (:meth:`resized_2d` for a ViT grid) gives a copy whose table is
+    resampled, and :meth:`extended` one that keeps the trained rows.
 
     Args:
         max_len: number of positions (rows of the table).
@@ -220,9 +183,10 @@ class LearnedEncoding(nn.Module):
 
     def __init__(self, max_len: int, dim: int, *, init_std: float = 0.02):
         super().__init__()
-        self.max_len = check_positive_int("max_len", max_len)
-        self.dim = check_positive_int("dim", dim)
-        self.init_std = check_init_std(init_std)
+        what = "LearnedEncoding"
+        self.max_len = check_positive_int("max_len", max_len, what=what)
+        self.dim = check_positive_int("dim", dim, what=what)
+        self.init_std = check_init_std(init_std, what=what)
         self.table = nn.Parameter(torch.empty(self.max_len, self.dim))
         self.reset_parameters()
 
@@ -236,13 +200,8 @@ class LearnedEncoding(nn.Module):
 
     def encoding(self, positions) -> torch.Tensor:
         """The rows alone (float32) for ``positions`` (an int n or an int tensor)."""
-        pos = _positions("LearnedEncoding", positions, self.max_len, self.table.device)
-        if isinstance(positions, numbers.Integral):
-            return self.table[: pos.shape[0]].float()
+        pos = self._table_positions(positions, self.max_len, fix=LEARNED_TOO_SHORT)
         return self.table[pos].float()
-
-    def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
-        return _add_encoding(self, "LearnedEncoding", x, positions, self.table.device)
 
     def resized(self, new_max_len: int, *, mode: str = "linear") -> "LearnedEncoding":
         """A new module whose table is this one's resampled to ``new_max_len`` rows.
@@ -333,8 +292,9 @@ class LearnedEncoding(nn.Module):
             >>> bool((longer.table[:8] == enc.table).all())
             True
         """
-        new_max_len = check_extension(self.max_len, new_max_len)
-        seed = check_seed(seed, what="LearnedEncoding.extended")
+        what = "LearnedEncoding.extended"
+        new_max_len = check_extension(self.max_len, new_max_len, what=what)
+        seed = check_seed(seed, what=what)
         rows = torch.empty(new_max_len - self.max_len, self.dim)
         generator = None if seed is None else torch.Generator().manual_seed(seed)
         s = self.init_std
@@ -352,7 +312,7 @@ class LearnedEncoding(nn.Module):
         return new.train(self.training)
 
 
-class HybridEncoding(nn.Module):
+class HybridEncoding(AdditiveEncoding):
     """Adds a scaled sinusoid plus a learned correction to token embeddings.
 
     ``P(p) = scale * sinusoidal(p) + offset[p]``: the fixed encoding of
@@ -392,12 +352,12 @@ class HybridEncoding(nn.Module):
     def __init__(self, max_len: int, dim: int, *, base: float = 10000.0,
                  layout: str = "interleaved", scale: float = 1.0):
         super().__init__()
-        self.max_len = check_positive_int("max_len", max_len)
-        self.dim = check_even_dim(dim, what="HybridEncoding")
-        check_layout(layout)
-        self.base = check_base(base)
-        self.layout = layout
-        self.initial_scale = check_scale(scale)
+        what = "HybridEncoding"
+        self.max_len = check_positive_int("max_len", max_len, what=what)
+        self.dim = check_even_dim(dim, what=what)
+        self.layout = check_layout(layout, what=what)
+        self.base = check_base(base, what=what)
+        self.initial_scale = check_scale(scale, what=what)
         self.scale = nn.Parameter(torch.tensor(self.initial_scale))
         self.offset = nn.Parameter(torch.zeros(self.max_len, self.dim))
 
@@ -407,15 +367,12 @@ class HybridEncoding(nn.Module):
 
     def encoding(self, positions) -> torch.Tensor:
         """``P(positions)`` alone (float32) for an int n or an int tensor."""
-        pos = _positions("HybridEncoding", positions, self.max_len, self.offset.device)
+        pos = self._table_positions(positions, self.max_len, fix=HYBRID_TOO_SHORT)
         sinusoid = sinusoidal(pos, self.dim, base=self.base, layout=self.layout)
         return self.scale.float() * sinusoid + self.offset[pos].float()
 
-    def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
-        return _add_encoding(self, "HybridEncoding", x, positions, self.offset.device)
 
-
-class LowRankEncoding(nn.Module):
+class LowRankEncoding(AdditiveEncoding):
     """A learned position table factorised as ``P = left @ right``.
 
     A learned table has ``max_len * dim`` free numbers. A low-rank table is
@@ -458,7 +415,8 @@ class LowRankEncoding(nn.Module):
 
     def __init__(self, max_len: int, dim: int, *, rank: int):
         super().__init__()
-        self.max_len, self.dim, self.rank = check_low_rank(max_len, dim, rank)
+        self.max_len, self.dim, self.rank = check_low_rank(max_len, dim, rank,
+                                                           what="LowRankEncoding")
         self.left = nn.Parameter(torch.empty(self.max_len, self.rank))
         self.right = nn.Parameter(torch.empty(self.rank, self.dim))
         self.reset_parameters()
@@ -512,20 +470,6 @@ class LowRankEncoding(nn.Module):
 
     def encoding(self, positions) -> torch.Tensor:
         """``P`` (float32) for ``positions`` (an int length or an int tensor)."""
-        return self._rows(table_positions(positions, self.max_len, "LowRankEncoding",
-                                           self.left.device))
-
-    def _rows(self, pos: torch.Tensor) -> torch.Tensor:
+        pos = self._table_positions(positions, self.max_len, fix=LOW_RANK_TOO_SHORT)
         with torch.autocast(device_type=self.left.device.type, enabled=False):
             return self.left.float()[pos] @ self.right.float()
-
-    def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
-        what = "LowRankEncoding"
-        check_embeddings(what, x.shape, self.dim)
-        if positions is None:
-            if x.shape[-2] == 0:
-                return x
-            positions = x.shape[-2]
-        pos = table_positions(positions, self.max_len, what, self.left.device)
-        check_positions_shape(what, pos.shape, x.shape)
-        return x + self._rows(pos).to(device=x.device, dtype=x.dtype)

@@ -5,17 +5,16 @@ from __future__ import annotations
 import functools
 
 import torch
-from torch import nn
 
 from posenc.sinusoidal import grid_coordinates, sinusoidal_inv_freq
-from posenc._checks import (
-    check_embeddings,
-    check_even_dim,
-    check_layout,
-    check_positive_int,
-    check_positions_shape,
+from posenc._checks import check_base, check_even_dim, check_layout, check_positive_int
+from posenc.torch._util import (
+    AdditiveEncoding,
+    as_positions,
+    is_compiling,
+    result_dtype,
+    wide_dtype,
 )
-from posenc.torch._util import as_positions, result_dtype, wide_dtype
 
 __all__ = ["sinusoidal", "sinusoidal_2d", "SinusoidalEncoding"]
 
@@ -52,15 +51,14 @@ def sinusoidal(positions, dim: int, *, base: float = 10000.0,
         Vaswani et al., "Attention Is All You Need", NeurIPS 2017, section 3.5.
     """
     dim = check_even_dim(dim)
-    check_layout(layout)
-    base = float(base)
-    sinusoidal_inv_freq(dim, base)  # validates base
-    pos = as_positions(positions)
+    layout = check_layout(layout, what="sinusoidal")
+    base = check_base(base, what="sinusoidal")
+    pos = as_positions(positions, what="sinusoidal")
     if pos.device.type == "mps":
         # MPS has no float64: compute on the CPU, where the angles are exact enough, then move.
         return sinusoidal(pos.cpu(), dim, base=base, layout=layout).to(pos.device)
     wide = wide_dtype(pos.device)
-    if torch.compiler.is_compiling():     # traced once into the graph: no cache needed
+    if is_compiling():     # traced once into the graph: no cache needed
         inv_freq = torch.as_tensor(sinusoidal_inv_freq(dim, base), dtype=wide,
                                    device=pos.device)
     else:
@@ -125,7 +123,7 @@ def sinusoidal_2d(height: int, width: int, dim: int, *, base: float = 10000.0,
     ).float()
 
 
-class SinusoidalEncoding(nn.Module):
+class SinusoidalEncoding(AdditiveEncoding):
     """Adds the fixed sinusoidal encoding to token embeddings.
 
     ``forward(x)`` returns ``x + sinusoidal(positions, dim)``. The table for
@@ -150,11 +148,9 @@ class SinusoidalEncoding(nn.Module):
 
     def __init__(self, dim: int, *, base: float = 10000.0, layout: str = "interleaved"):
         super().__init__()
-        self.dim = check_even_dim(dim)
-        check_layout(layout)
-        sinusoidal_inv_freq(dim, base)  # validates base
-        self.base = float(base)
-        self.layout = layout
+        self.dim = check_even_dim(dim, what="SinusoidalEncoding")
+        self.layout = check_layout(layout, what="SinusoidalEncoding")
+        self.base = check_base(base, what="SinusoidalEncoding")
         self.register_buffer("_cache", torch.empty(0, self.dim), persistent=False)
 
     def extra_repr(self) -> str:
@@ -162,7 +158,8 @@ class SinusoidalEncoding(nn.Module):
 
     def _table(self, n: int) -> torch.Tensor:
         """``sinusoidal(arange(n))`` from the cache (a view: do not modify it)."""
-        n = check_positive_int("positions", n)
+        n = check_positive_int("positions", n, what="SinusoidalEncoding",
+                               fix="pass a sequence length of at least 1")
         stale = (self._cache.shape[0] < n
                  or self._cache.dtype != torch.float32           # after module.to(bfloat16)
                  or (self._cache.is_inference() and not torch.is_inference_mode_enabled()))
@@ -179,17 +176,5 @@ class SinusoidalEncoding(nn.Module):
         """
         if isinstance(positions, int) and not isinstance(positions, bool):
             return self._table(positions).clone()
-        return sinusoidal(as_positions(positions, device=self._cache.device), self.dim,
+        return sinusoidal(as_positions(positions, what="SinusoidalEncoding"), self.dim,
                           base=self.base, layout=self.layout)
-
-    def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
-        check_embeddings("SinusoidalEncoding", x.shape, self.dim)
-        if positions is None:
-            if x.shape[-2] == 0:
-                return x
-            pe = self._table(x.shape[-2])
-        else:
-            positions = as_positions(positions, device=x.device)
-            check_positions_shape("SinusoidalEncoding", positions.shape, x.shape)
-            pe = self.encoding(positions)
-        return x + pe.to(device=x.device, dtype=x.dtype)

@@ -1,42 +1,42 @@
 """Positions that are not ``0, 1, 2, ...`` (PyTorch face).
 
-Continuous time (irregular timestamps), tree paths, several modalities in one
-sequence, and a low-rank learned table. Each is an absolute encoding: a module
-whose ``forward`` returns ``x + P`` and whose ``encoding(...)`` returns ``P``
+Continuous time (irregular timestamps), tree paths and several modalities in
+one sequence (the low-rank table is in ``learned.py``). Each is an absolute
+encoding: a module whose ``forward`` returns ``x + P`` and whose
+``encoding(...)`` returns ``P``
 alone in float32.
 """
 
 from __future__ import annotations
 
-import numbers
-
 import torch
 from torch import nn
 
 from posenc._checks import (
+    check_base,
+    check_choice,
     check_embeddings,
     check_even_dim,
     check_layout,
-    check_positions_shape,
-    check_positive_int,
-)
-from posenc.sinusoidal import sinusoidal_inv_freq
-from posenc.structured import (
-    TABLE_INIT_STD,
-    check_mode,
-    check_numeric_timestamps,
+    check_level_width,
+    check_not_scalar,
     check_paths_depth,
     check_paths_values,
-    check_per_token_shape,
+    check_positive_int,
     check_time_scale,
-    hierarchical_level_width,
+)
+from posenc.structured import (
+    MULTIMODAL_MODES,
+    MULTIMODAL_TOO_SHORT,
+    TABLE_INIT_STD,
+    level_rows,
 )
 from posenc.torch._util import (
+    AdditiveEncoding,
     as_indices,
     as_positions,
     can_inspect,
     check_indices,
-    table_positions,
     wide_dtype,
 )
 from posenc.torch.sinusoidal import sinusoidal
@@ -52,35 +52,23 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- helpers
+
 def _check_paths(paths, max_depth: int, *, what: str,
                  max_children: int | None = None) -> torch.Tensor:
-    paths = as_indices(paths, "paths", what)
+    """``paths`` as int64 ``(..., max_depth)``; their values checked when the policy allows."""
+    paths = as_indices(paths, name="paths", what=what)
     check_paths_depth(paths.shape, max_depth, what=what)
     if can_inspect(paths):
-        lo, hi = torch.aminmax(paths)
+        lowest, highest = torch.aminmax(paths)
         gap = bool(((paths[..., 1:] >= 0) & (paths[..., :-1] < 0)).any())
-        check_paths_values(int(lo), int(hi), gap, what=what, max_children=max_children)
+        check_paths_values(int(lowest), int(highest), gap, max_children=max_children,
+                           what=what)
     return paths
-
-
-def _timestamps(timestamps, what: str, device=None) -> torch.Tensor:
-    """Numeric timestamps as a tensor; an int n stands for ``0 .. n-1`` (on ``device``)."""
-    if isinstance(timestamps, bool) or not (isinstance(timestamps, numbers.Integral)
-                                            or torch.is_tensor(timestamps)):
-        timestamps = torch.as_tensor(timestamps)
-    if torch.is_tensor(timestamps):
-        check_numeric_timestamps(str(timestamps.dtype).replace("torch.", ""), what=what)
-    return as_positions(timestamps, device=device, name="timestamps")
-
-
-def _per_token(name: str, t: torch.Tensor, x: torch.Tensor, *, what: str, each: str,
-               trailing: str = "") -> None:
-    check_per_token_shape(name, t.shape, x.shape, what=what, each=each, trailing=trailing)
 
 
 # --------------------------------------------------------------------------- time
 
-class ContinuousTimeEncoding(nn.Module):
+class ContinuousTimeEncoding(AdditiveEncoding):
     """Sinusoidal encoding of real-valued timestamps (irregular sampling).
 
     The sinusoid of Vaswani et al. (2017) is defined for any real position, so
@@ -123,12 +111,11 @@ class ContinuousTimeEncoding(nn.Module):
     def __init__(self, dim: int, *, time_scale: float = 1.0, base: float = 10000.0,
                  layout: str = "interleaved"):
         super().__init__()
-        self.dim = check_even_dim(dim)
-        self.time_scale = check_time_scale(time_scale)
-        check_layout(layout)
-        sinusoidal_inv_freq(dim, base)  # validates base
-        self.base = float(base)
-        self.layout = layout
+        what = "ContinuousTimeEncoding"
+        self.dim = check_even_dim(dim, what=what)
+        self.time_scale = check_time_scale(time_scale, what=what)
+        self.layout = check_layout(layout, what=what)
+        self.base = check_base(base, what=what)
 
     def extra_repr(self) -> str:
         return (f"dim={self.dim}, time_scale={self.time_scale}, base={self.base}, "
@@ -136,18 +123,18 @@ class ContinuousTimeEncoding(nn.Module):
 
     def encoding(self, timestamps) -> torch.Tensor:
         """``P`` (float32) of shape ``(*timestamps.shape, dim)``."""
-        t = _timestamps(timestamps, "ContinuousTimeEncoding")
+        t = as_positions(timestamps, name="timestamps", what=self._what())
         t = t.to(wide_dtype(t.device)) / self.time_scale
         return sinusoidal(t, self.dim, base=self.base, layout=self.layout).float()
 
     def forward(self, x: torch.Tensor, timestamps) -> torch.Tensor:
-        check_embeddings("ContinuousTimeEncoding", x.shape, self.dim)
+        check_embeddings(x.shape, self.dim, what=self._what())
         timestamps = torch.as_tensor(timestamps, device=x.device)
-        _per_token("timestamps", timestamps, x, what="ContinuousTimeEncoding", each="time")
-        return x + self.encoding(timestamps).to(dtype=x.dtype)
+        self._per_token("timestamps", timestamps, x, each="time")
+        return self._add(x, self.encoding(timestamps))
 
 
-class Time2Vec(nn.Module):
+class Time2Vec(AdditiveEncoding):
     """Time2Vec: one linear and ``dim - 1`` learned periodic features of time.
 
     Kazemi et al. (2019) represent a time ``t`` by ``t2v(t)[0] = w_0 t + b_0``
@@ -186,7 +173,7 @@ class Time2Vec(nn.Module):
 
     def __init__(self, dim: int):
         super().__init__()
-        self.dim = check_positive_int("dim", dim)
+        self.dim = check_positive_int("dim", dim, what="Time2Vec")
         self.frequency = nn.Parameter(torch.empty(self.dim))
         self.phase = nn.Parameter(torch.empty(self.dim))
         self.reset_parameters()
@@ -200,17 +187,17 @@ class Time2Vec(nn.Module):
 
     def encoding(self, timestamps) -> torch.Tensor:
         """``P`` (float32) of shape ``(*timestamps.shape, dim)``."""
-        device = self.frequency.device
-        t = _timestamps(timestamps, "Time2Vec", device).to(device)
+        t = as_positions(timestamps, name="timestamps", what=self._what())
+        t = t.to(self.frequency.device)
         with torch.autocast(device_type=t.device.type, enabled=False):
             angles = t.float()[..., None] * self.frequency.float() + self.phase.float()
             return torch.cat((angles[..., :1], torch.sin(angles[..., 1:])), dim=-1)
 
     def forward(self, x: torch.Tensor, timestamps) -> torch.Tensor:
-        check_embeddings("Time2Vec", x.shape, self.dim)
+        check_embeddings(x.shape, self.dim, what=self._what())
         timestamps = torch.as_tensor(timestamps, device=x.device)
-        _per_token("timestamps", timestamps, x, what="Time2Vec", each="time")
-        return x + self.encoding(timestamps).to(device=x.device, dtype=x.dtype)
+        self._per_token("timestamps", timestamps, x, each="time")
+        return self._add(x, self.encoding(timestamps))
 
 
 # --------------------------------------------------------------------------- trees
@@ -248,14 +235,14 @@ def hierarchical(paths, dim: int, *, max_depth: int, base: float = 10000.0) -> t
         Shiv & Quirk, "Novel positional encodings to enable tree-based
         transformers", NeurIPS 2019.
     """
-    width = hierarchical_level_width(dim, max_depth)
+    width = check_level_width(dim, max_depth, what="hierarchical")
     paths = _check_paths(paths, max_depth, what="hierarchical")
     present = (paths >= 0)[..., None]
     pe = sinusoidal(paths.clamp(min=0), width, base=base)  # (..., max_depth, width)
     return (pe * present).flatten(-2)
 
 
-class HierarchicalEncoding(nn.Module):
+class HierarchicalEncoding(AdditiveEncoding):
     """Learned tree positions: the sum of one embedding per level of the path.
 
     ``P(path) = sum_l level_tables[l, path[l]]`` over the levels the node
@@ -297,9 +284,10 @@ class HierarchicalEncoding(nn.Module):
 
     def __init__(self, max_depth: int, max_children: int, dim: int):
         super().__init__()
-        self.max_depth = check_positive_int("max_depth", max_depth)
-        self.max_children = check_positive_int("max_children", max_children)
-        self.dim = check_positive_int("dim", dim)
+        what = "HierarchicalEncoding"
+        self.max_depth = check_positive_int("max_depth", max_depth, what=what)
+        self.max_children = check_positive_int("max_children", max_children, what=what)
+        self.dim = check_positive_int("dim", dim, what=what)
         self.level_tables = nn.Parameter(torch.empty(self.max_depth, self.max_children, self.dim))
         self.reset_parameters()
 
@@ -311,20 +299,19 @@ class HierarchicalEncoding(nn.Module):
 
     def encoding(self, paths) -> torch.Tensor:
         """``P`` (float32) of shape ``(*paths.shape[:-1], dim)``."""
-        paths = _check_paths(paths, self.max_depth, what="HierarchicalEncoding",
+        paths = _check_paths(paths, self.max_depth, what=self._what(),
                              max_children=self.max_children)
         paths = paths.to(self.level_tables.device)
-        offsets = torch.arange(self.max_depth, device=paths.device) * self.max_children
-        rows = self.level_tables.float().reshape(-1, self.dim)[paths.clamp(min=0) + offsets]
-        return (rows * (paths >= 0)[..., None]).sum(dim=-2)
+        rows = level_rows(paths.clamp(min=0), self._arange(self.max_depth), self.max_children)
+        table = self.level_tables.float().reshape(-1, self.dim)
+        return (table[rows] * (paths >= 0)[..., None]).sum(dim=-2)
 
     def forward(self, x: torch.Tensor, paths) -> torch.Tensor:
-        what = "HierarchicalEncoding"
-        check_embeddings(what, x.shape, self.dim)
+        check_embeddings(x.shape, self.dim, what=self._what())
         paths = paths if torch.is_tensor(paths) else torch.as_tensor(paths)
-        check_paths_depth(paths.shape, self.max_depth, what=what)
-        _per_token("paths", paths, x, what=what, each="path", trailing="max_depth")
-        return x + self.encoding(paths).to(device=x.device, dtype=x.dtype)
+        check_paths_depth(paths.shape, self.max_depth, what=self._what())
+        self._per_token("paths", paths, x, each="path", trailing="max_depth")
+        return self._add(x, self.encoding(paths))
 
 
 # --------------------------------------------------------------------------- modalities
@@ -349,39 +336,22 @@ def modality_positions(modality_ids, *, num_modalities: int | None = None) -> to
         >>> modality_positions(torch.tensor([0, 0, 1, 1, 1, 0]))
         tensor([0, 1, 0, 1, 2, 2])
     """
-    ids = as_indices(modality_ids, "modality_ids", "modality_positions")
-    if ids.dim() < 1:
-        raise ValueError("modality_positions: modality_ids must be (..., seq), got a scalar.")
+    what = "modality_positions"
+    ids = as_indices(modality_ids, name="modality_ids", what=what)
+    check_not_scalar("modality_ids", ids.shape, what=what)
     if num_modalities is None:
         seq = ids.shape[-1]
         same = ids[..., :, None] == ids[..., None, :]
         earlier = torch.ones(seq, seq, dtype=torch.bool, device=ids.device).tril(-1)
         return (same & earlier).sum(dim=-1)
-    num_modalities = check_positive_int("num_modalities", num_modalities)
-    check_indices(ids, "modality_ids", num_modalities, what="modality_positions",
-                 fix="pass a larger num_modalities, or none to count any ids")
+    num_modalities = check_positive_int("num_modalities", num_modalities, what=what)
+    check_indices(ids, num_modalities, name="modality_ids", limit_name="num_modalities",
+                  what=what, fix="pass a larger num_modalities, or none to count any ids")
     one_hot = nn.functional.one_hot(ids, num_modalities)
     return (one_hot.cumsum(dim=-2) * one_hot).sum(dim=-1) - 1
 
 
-def _shared(enc: "MultimodalEncoding", ids, positions):
-    return sinusoidal(positions, enc.dim).float()
-
-
-def _per_modality(enc: "MultimodalEncoding", ids, positions):
-    table = enc.modality_tables.float().reshape(-1, enc.dim)
-    return table[ids * enc.max_len + positions]
-
-
-def _shared_offset(enc: "MultimodalEncoding", ids, positions):
-    return sinusoidal(positions, enc.dim).float() + enc.modality_embedding.float()[ids]
-
-
-#: mode -> function(encoding, modality_ids, positions) returning P.
-_MODES = {"shared": _shared, "per_modality": _per_modality, "shared_offset": _shared_offset}
-
-
-class MultimodalEncoding(nn.Module):
+class MultimodalEncoding(AdditiveEncoding):
     """Positions for sequences that mix modalities (text, image patches, audio).
 
     Three ways to share position information between modalities, chosen by
@@ -448,16 +418,16 @@ class MultimodalEncoding(nn.Module):
     def __init__(self, dim: int, *, num_modalities: int, max_len: int,
                  mode: str = "shared_offset"):
         super().__init__()
-        self.mode = check_mode(mode)
-        self.dim = (check_positive_int("dim", dim) if mode == "per_modality"
-                    else check_even_dim(dim, what=f"MultimodalEncoding(mode={mode!r})"))
-        self.num_modalities = check_positive_int("num_modalities", num_modalities)
-        self.max_len = check_positive_int("max_len", max_len)
-        if mode == "per_modality":
-            self.modality_tables = nn.Parameter(
-                torch.empty(self.num_modalities, self.max_len, self.dim))
-        elif mode == "shared_offset":
-            self.modality_embedding = nn.Parameter(torch.empty(self.num_modalities, self.dim))
+        what = "MultimodalEncoding"
+        self.mode = check_choice("mode", mode, MULTIMODAL_MODES, what=what)
+        spec = MULTIMODAL_MODES[mode]
+        self.dim = (check_even_dim(dim, what=f"{what}(mode={mode!r})") if spec.sinusoid
+                    else check_positive_int("dim", dim, what=what))
+        self.num_modalities = check_positive_int("num_modalities", num_modalities, what=what)
+        self.max_len = check_positive_int("max_len", max_len, what=what)
+        if spec.table is not None:
+            shape = spec.table_shape(self.num_modalities, self.max_len, self.dim)
+            self.register_parameter(spec.table, nn.Parameter(torch.empty(shape)))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -474,32 +444,29 @@ class MultimodalEncoding(nn.Module):
         In ``"shared"`` mode the ids are not used and ``P`` has shape
         ``(*positions.shape, dim)``.
         """
-        what = "MultimodalEncoding"
-        ids = as_indices(modality_ids, "modality_ids", what)
-        if ids.dim() < 1:
-            raise ValueError(f"{what}: modality_ids must be (seq,) or (batch, seq), got a scalar.")
-        check_indices(ids, "modality_ids", self.num_modalities, what=what,
-                     fix=f"build it with num_modalities={self.num_modalities + 1} or more")
-        device = (ids.device if self.mode == "shared"
-                  else next(self.parameters()).device)
-        ids = ids.to(device)
+        what, spec = self._what(), MULTIMODAL_MODES[self.mode]
+        ids = as_indices(modality_ids, name="modality_ids", what=what)
+        check_not_scalar("modality_ids", ids.shape, what=what)
+        check_indices(ids, self.num_modalities, name="modality_ids", limit_name="num_modalities",
+                      what=what, fix=f"build it with num_modalities={self.num_modalities + 1} "
+                                     "or more")
+        ids = ids.to(self._anchor.device)
         if positions is None:
             positions = ids.shape[-1]
-        if self.mode == "per_modality":
-            positions = table_positions(positions, self.max_len, what, device)
+        if spec.positions_index:
+            positions = self._table_positions(positions, self.max_len, fix=MULTIMODAL_TOO_SHORT)
         else:
-            positions = as_positions(positions, device=device).to(device)
-        return _MODES[self.mode](self, ids, positions)
+            positions = self._positions(positions)
+        pe = sinusoidal(positions, self.dim).float() if spec.sinusoid else 0.0
+        if spec.table is not None:
+            table = getattr(self, spec.table).float().reshape(-1, self.dim)
+            pe = pe + table[spec.row(ids, positions, self.max_len)]
+        return pe
 
     def forward(self, x: torch.Tensor, modality_ids, positions=None) -> torch.Tensor:
-        what = "MultimodalEncoding"
-        check_embeddings(what, x.shape, self.dim)
-        modality_ids = as_indices(modality_ids, "modality_ids", what)
-        _per_token("modality_ids", modality_ids, x, what=what, each="modality id")
+        positions = self._positions_for(x, positions)
+        modality_ids = as_indices(modality_ids, name="modality_ids", what=self._what())
+        self._per_token("modality_ids", modality_ids, x, each="modality id")
         if positions is None:
-            if x.shape[-2] == 0:
-                return x
-        else:
-            positions = as_positions(positions)
-            check_positions_shape(what, positions.shape, x.shape)
-        return x + self.encoding(modality_ids, positions).to(device=x.device, dtype=x.dtype)
+            return x
+        return self._add(x, self.encoding(modality_ids, positions))
