@@ -332,6 +332,15 @@ def check_std(name: str, value, *, what: str = "") -> float:
                            "noise off")
 
 
+def check_regularized(dropout, channel_dropout, noise_std, seed, *,
+                      what: str = "") -> tuple:
+    """``RegularizedEncoding``'s two rates, its noise and its seed, in that order."""
+    return (check_rate("dropout", dropout, what=what),
+            check_rate("channel_dropout", channel_dropout, what=what),
+            check_std("noise_std", noise_std, what=what),
+            check_seed(seed, what=what))
+
+
 def check_encoding(shape, dtype: str, *, got: str = "", what: str = "") -> None:
     """A regulariser's input: a floating-point tensor ``P`` of shape ``(..., seq, dim)``.
 

@@ -156,12 +156,13 @@ def sinusoidal_distance(offsets, dim: int, *, base: float = 10000.0) -> np.ndarr
     ``dim - 2 * sinusoidal_dot(offset)``.
 
     Args:
-        offsets: offsets in positions, a number or an array of any shape.
-        dim: even feature dimension.
-        base: wavelength base. Default ``10000.0``.
+        offsets: the offsets ``k`` (in positions): a number, or an array of
+            offsets of any shape.
+        dim: even feature dimension of the encoding.
+        base: its wavelength base. Default ``10000.0``.
 
     Returns:
-        float64 array with the shape of ``offsets``.
+        The distances, a float64 array shaped like ``offsets``.
 
     Example:
         >>> float(sinusoidal_distance(0, 8))

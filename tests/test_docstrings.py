@@ -9,7 +9,8 @@ import keras  # noqa: F401  (marks this module: it runs again under KERAS_BACKEN
 import pytest
 
 MODULES = [
-    "posenc.sinusoidal", "posenc.learned", "posenc.theory",
+    "posenc.sinusoidal", "posenc.learned", "posenc.regularization", "posenc.structured",
+    "posenc.theory",
     "posenc.torch.sinusoidal", "posenc.torch.learned", "posenc.torch.regularization",
     "posenc.torch.structured",
     "posenc.keras.sinusoidal", "posenc.keras.learned", "posenc.keras.regularization",

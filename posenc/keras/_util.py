@@ -117,7 +117,7 @@ class AdditiveEncoding(keras.layers.Layer):
         positions = self._positions_for(x, positions)
         if positions is None:
             return ops.cast(x, self.compute_dtype)
-        return self._add(x, self.encoding(positions))
+        return self._add(x, self._encode(positions))
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -126,6 +126,10 @@ class AdditiveEncoding(keras.layers.Layer):
 
     def _what(self) -> str:
         return type(self).__name__
+
+    def _encode(self, positions):
+        """``P`` for :meth:`call`: :meth:`encoding`, unless a subclass has a cheaper read."""
+        return self.encoding(positions)
 
     def _arange(self, n):
         """``0 .. n-1`` (``n`` an int or a dynamic length)."""

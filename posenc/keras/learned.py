@@ -39,6 +39,14 @@ __all__ = [
 ]
 
 
+def _as_table(table, what: str):
+    """``table`` as a floating-point tensor (interpolation would truncate integers)."""
+    table = ops.convert_to_tensor(table)
+    check_float_dtype("table", dtype_of(table), what=what,
+                      fix="interpolation would truncate it. Cast it first, e.g. table.float()")
+    return table
+
+
 def _apply(matrix, table):
     """``matrix @ table`` along the first axis, in float64 (float32 on JAX without x64).
 
@@ -48,14 +56,6 @@ def _apply(matrix, table):
     wide = wide_dtype()
     return ops.einsum("nk,k...->n...", ops.convert_to_tensor(matrix.astype(wide)),
                       ops.cast(table, wide))
-
-
-def _as_table(table, what: str):
-    """``table`` as a floating-point tensor (interpolation would truncate integers)."""
-    table = ops.convert_to_tensor(table)
-    check_float_dtype("table", dtype_of(table), what=what,
-                      fix="interpolation would truncate it. Cast it first, e.g. table.float()")
-    return table
 
 
 def resize_table(table, new_length: int, *, mode: str = "linear"):
@@ -199,6 +199,40 @@ class LearnedEncoding(AdditiveEncoding):
             initializer=keras.initializers.TruncatedNormal(stddev=self.init_std))
         self.built = True
 
+    def get_config(self):
+        config = super().get_config()
+        config.update({"max_len": self.max_len, "dim": self.dim, "init_std": self.init_std})
+        return config
+
+    @classmethod
+    def from_table(cls, table, *, init_std: float = 0.02) -> "LearnedEncoding":
+        """A new layer whose table is a copy of ``table``.
+
+        ``max_len`` and ``dim`` are read from the table's shape, so a table
+        trained elsewhere (another model, a checkpoint) or edited by hand
+        becomes a layer in one call.
+
+        Args:
+            table: ``(max_len, dim)`` floating-point tensor, array or variable.
+            init_std: the standard deviation of later draws (the new rows of
+                :meth:`extended`). Default ``0.02``.
+
+        Returns:
+            A ``LearnedEncoding(max_len, dim, init_std=init_std)`` holding a
+            copy of ``table`` (in the layer's variable dtype).
+
+        Example:
+            >>> enc = LearnedEncoding.from_table(keras.ops.zeros((16, 8)))
+            >>> (enc.max_len, enc.dim)
+            (16, 8)
+        """
+        what = "LearnedEncoding.from_table"
+        table = _as_table(table, what)
+        check_rank("table", table.shape, 2, what=what)
+        new = cls(*table.shape, init_std=init_std)
+        new.table.assign(ops.cast(table, new.table.dtype))
+        return new
+
     def encoding(self, positions):
         """The rows alone (float32) for ``positions`` (an int n or an int tensor)."""
         pos = self._table_positions(positions, self.max_len, fix=LEARNED_TOO_SHORT)
@@ -233,35 +267,6 @@ class LearnedEncoding(AdditiveEncoding):
         """
         return self._with_table(resize_table_2d(self.table, old_hw, new_hw,
                                                 prefix_tokens=prefix_tokens, mode=mode))
-
-    @classmethod
-    def from_table(cls, table, *, init_std: float = 0.02) -> "LearnedEncoding":
-        """A new layer whose table is a copy of ``table``.
-
-        ``max_len`` and ``dim`` are read from the table's shape, so a table
-        trained elsewhere (another model, a checkpoint) or edited by hand
-        becomes a layer in one call.
-
-        Args:
-            table: ``(max_len, dim)`` floating-point tensor, array or variable.
-            init_std: the standard deviation of later draws (the new rows of
-                :meth:`extended`). Default ``0.02``.
-
-        Returns:
-            A ``LearnedEncoding(max_len, dim, init_std=init_std)`` holding a
-            copy of ``table`` (in the layer's variable dtype).
-
-        Example:
-            >>> enc = LearnedEncoding.from_table(keras.ops.zeros((16, 8)))
-            >>> (enc.max_len, enc.dim)
-            (16, 8)
-        """
-        what = "LearnedEncoding.from_table"
-        table = _as_table(table, what)
-        check_rank("table", table.shape, 2, what=what)
-        new = cls(*table.shape, init_std=init_std)
-        new.table.assign(ops.cast(table, new.table.dtype))
-        return new
 
     def extended(self, new_max_len: int, *, seed: int | None = None) -> "LearnedEncoding":
         """A copy with ``new_max_len`` rows: the trained rows kept, the new ones drawn.
@@ -301,11 +306,6 @@ class LearnedEncoding(AdditiveEncoding):
         new.table.assign(ops.cast(table, new.table.dtype))
         new.trainable = self.trainable
         return new
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"max_len": self.max_len, "dim": self.dim, "init_std": self.init_std})
-        return config
 
 
 @keras.saving.register_keras_serializable(package="posenc")
@@ -364,18 +364,18 @@ class HybridEncoding(AdditiveEncoding):
             initializer="zeros")
         self.built = True
 
+    def get_config(self):
+        config = super().get_config()
+        config.update({"max_len": self.max_len, "dim": self.dim, "base": self.base,
+                       "layout": self.layout, "scale": self.initial_scale})
+        return config
+
     def encoding(self, positions):
         """``P(positions)`` alone (float32) for an int n or an int tensor."""
         pos = self._table_positions(positions, self.max_len, fix=HYBRID_TOO_SHORT)
         sinusoid = sinusoidal(pos, self.dim, base=self.base, layout=self.layout)
         offset = ops.take(ops.cast(self.offset, "float32"), pos, axis=0)
         return ops.cast(self.scale, "float32") * sinusoid + offset
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"max_len": self.max_len, "dim": self.dim, "base": self.base,
-                       "layout": self.layout, "scale": self.initial_scale})
-        return config
 
 
 @keras.saving.register_keras_serializable(package="posenc")
@@ -430,6 +430,11 @@ class LowRankEncoding(AdditiveEncoding):
         self.right = self.add_weight(name="right", shape=(self.rank, self.dim), initializer=init)
         self.built = True
 
+    def get_config(self):
+        config = super().get_config()
+        config.update({"max_len": self.max_len, "dim": self.dim, "rank": self.rank})
+        return config
+
     @classmethod
     def from_table(cls, table, rank: int) -> "LowRankEncoding":
         """The best rank-``rank`` approximation of a ``(max_len, dim)`` table.
@@ -472,8 +477,3 @@ class LowRankEncoding(AdditiveEncoding):
         pos = self._table_positions(positions, self.max_len, fix=LOW_RANK_TOO_SHORT)
         left = ops.take(ops.cast(self.left, "float32"), pos, axis=0)
         return ops.matmul(left, ops.cast(self.right, "float32"))
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"max_len": self.max_len, "dim": self.dim, "rank": self.rank})
-        return config

@@ -13,7 +13,14 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from posenc._checks import check_encoding, check_rate, check_seed, check_std, check_wrappable
+from posenc._checks import (
+    check_encoding,
+    check_rate,
+    check_regularized,
+    check_seed,
+    check_std,
+    check_wrappable,
+)
 from posenc.keras._util import AdditiveEncoding, dtype_of
 from posenc.regularization import channel_mask_shape, part_seeds
 
@@ -260,10 +267,8 @@ class RegularizedEncoding(AdditiveEncoding):
         check_wrappable(isinstance(encoding, keras.layers.Layer) and callable(
                             getattr(encoding, "encoding", None)),
                         type(encoding).__name__, kind="an absolute Keras layer", what=what)
-        dropout = check_rate("dropout", dropout, what=what)
-        channel_dropout = check_rate("channel_dropout", channel_dropout, what=what)
-        noise_std = check_std("noise_std", noise_std, what=what)
-        self.seed = check_seed(seed, what=what)
+        dropout, channel_dropout, noise_std, self.seed = check_regularized(
+            dropout, channel_dropout, noise_std, seed, what=what)
         noise_seed, dropout_seed, channel_seed = part_seeds(self.seed)
         self.inner = encoding
         # The parts work on the float32 P, whatever the global policy.

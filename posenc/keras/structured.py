@@ -2,11 +2,11 @@
 
 Continuous time (irregular timestamps), tree paths and several modalities in
 one sequence (the low-rank table is in ``learned.py``). Each is an absolute
-encoding: a layer whose ``call`` returns ``x + P`` and whose
-``encoding(...)`` returns ``P``
-alone in float32. The layers are built with ``autocast=False``: under a mixed
-policy, float timestamps and positions are not rounded to the compute dtype
-and ``P`` is computed from float32 weights, then cast to the compute dtype.
+encoding: a layer whose ``call`` returns ``x + P`` and whose ``encoding(...)``
+returns ``P`` alone in float32. The layers are built with ``autocast=False``:
+under a mixed policy, float timestamps and positions are not rounded to the
+compute dtype and ``P`` is computed from float32 weights, then cast to the
+compute dtype.
 
 Index checks that depend on the data (child indices, modality ids, positions
 below ``max_len``) follow the policy of the API reference ("Checks that read
@@ -73,8 +73,22 @@ def _check_paths(paths, max_depth: int, *, what: str, max_children: int | None =
 
 # --------------------------------------------------------------------------- time
 
+class _TimeEncoding(AdditiveEncoding):
+    """Base of the encodings of timestamps: ``call(x, timestamps)`` is ``x + P(timestamps)``."""
+
+    def call(self, x, timestamps):
+        check_embeddings(x.shape, self.dim, what=self._what())
+        timestamps = ops.convert_to_tensor(timestamps)
+        self._per_token("timestamps", timestamps, x, each="time")
+        return self._add(x, self.encoding(timestamps))
+
+    def _timestamps(self, timestamps):
+        """Numeric timestamps as a tensor (an int n: ``0 .. n-1``)."""
+        return as_positions(timestamps, name="timestamps", what=self._what())
+
+
 @keras.saving.register_keras_serializable(package="posenc")
-class ContinuousTimeEncoding(AdditiveEncoding):
+class ContinuousTimeEncoding(_TimeEncoding):
     """Sinusoidal encoding of real-valued timestamps (irregular sampling).
 
     The sinusoid of Vaswani et al. (2017) is defined for any real position, so
@@ -129,15 +143,8 @@ class ContinuousTimeEncoding(AdditiveEncoding):
     def encoding(self, timestamps):
         """``P`` (float32) of shape ``(*timestamps.shape, dim)``."""
         wide = wide_dtype()
-        t = as_positions(timestamps, name="timestamps", what=self._what())
-        t = ops.cast(t, wide) / self.time_scale
+        t = ops.cast(self._timestamps(timestamps), wide) / self.time_scale
         return ops.cast(sinusoidal(t, self.dim, base=self.base, layout=self.layout), "float32")
-
-    def call(self, x, timestamps):
-        check_embeddings(x.shape, self.dim, what=self._what())
-        timestamps = ops.convert_to_tensor(timestamps)
-        self._per_token("timestamps", timestamps, x, each="time")
-        return self._add(x, self.encoding(timestamps))
 
     def get_config(self):
         config = super().get_config()
@@ -147,7 +154,7 @@ class ContinuousTimeEncoding(AdditiveEncoding):
 
 
 @keras.saving.register_keras_serializable(package="posenc")
-class Time2Vec(AdditiveEncoding):
+class Time2Vec(_TimeEncoding):
     """Time2Vec: one linear and ``dim - 1`` learned periodic features of time.
 
     Kazemi et al. (2019) represent a time ``t`` by ``t2v(t)[0] = w_0 t + b_0``
@@ -165,7 +172,8 @@ class Time2Vec(AdditiveEncoding):
 
     Call arguments:
         x: ``(batch, seq, dim)`` embeddings.
-        timestamps: ``(batch, seq)`` or ``(seq,)`` times (float or int).
+        timestamps: ``(batch, seq)`` or ``(seq,)`` times (float or int), best
+            on a scale of about one (the linear channel grows with them).
 
     Returns:
         Tensor of the shape of ``x`` in the layer's compute dtype.
@@ -196,17 +204,10 @@ class Time2Vec(AdditiveEncoding):
 
     def encoding(self, timestamps):
         """``P`` (float32) of shape ``(*timestamps.shape, dim)``."""
-        t = as_positions(timestamps, name="timestamps", what=self._what())
-        t = ops.cast(t, "float32")
+        t = ops.cast(self._timestamps(timestamps), "float32")
         angles = (ops.expand_dims(t, -1) * ops.cast(self.frequency, "float32")
                   + ops.cast(self.phase, "float32"))
         return ops.concatenate((angles[..., :1], ops.sin(angles[..., 1:])), axis=-1)
-
-    def call(self, x, timestamps):
-        check_embeddings(x.shape, self.dim, what=self._what())
-        timestamps = ops.convert_to_tensor(timestamps)
-        self._per_token("timestamps", timestamps, x, each="time")
-        return self._add(x, self.encoding(timestamps))
 
     def get_config(self):
         config = super().get_config()

@@ -109,12 +109,16 @@ class AdditiveEncoding(nn.Module):
         positions = self._positions_for(x, positions)
         if positions is None:
             return x
-        return self._add(x, self.encoding(positions))
+        return self._add(x, self._encode(positions))
 
     # The helpers below have the same names and arguments in posenc/keras/_util.py.
 
     def _what(self) -> str:
         return type(self).__name__
+
+    def _encode(self, positions) -> torch.Tensor:
+        """``P`` for :meth:`forward`: :meth:`encoding`, unless a subclass has a cheaper read."""
+        return self.encoding(positions)
 
     def _arange(self, n: int) -> torch.Tensor:
         """``0 .. n-1`` on the module's device."""

@@ -198,6 +198,37 @@ class LearnedEncoding(AdditiveEncoding):
     def extra_repr(self) -> str:
         return f"max_len={self.max_len}, dim={self.dim}, init_std={self.init_std}"
 
+    @classmethod
+    def from_table(cls, table, *, init_std: float = 0.02) -> "LearnedEncoding":
+        """A new module whose table is a copy of ``table``.
+
+        ``max_len`` and ``dim`` are read from the table's shape, so a table
+        trained elsewhere (another model, a checkpoint) or edited by hand
+        becomes a module in one call.
+
+        Args:
+            table: ``(max_len, dim)`` floating-point tensor or array.
+            init_std: the standard deviation of later draws
+                (:meth:`reset_parameters`, the new rows of :meth:`extended`).
+                Default ``0.02``.
+
+        Returns:
+            A ``LearnedEncoding(max_len, dim, init_std=init_std)`` on
+            ``table``'s device, in its dtype, holding a copy of ``table``.
+
+        Example:
+            >>> enc = LearnedEncoding.from_table(torch.zeros(16, 8))
+            >>> (enc.max_len, enc.dim)
+            (16, 8)
+        """
+        what = "LearnedEncoding.from_table"
+        table = _as_table(table, what)
+        check_rank("table", table.shape, 2, what=what)
+        new = cls(*table.shape, init_std=init_std).to(device=table.device, dtype=table.dtype)
+        with torch.no_grad():
+            new.table.copy_(table)
+        return new
+
     def encoding(self, positions) -> torch.Tensor:
         """The rows alone (float32) for ``positions`` (an int n or an int tensor)."""
         pos = self._table_positions(positions, self.max_len, fix=LEARNED_TOO_SHORT)
@@ -236,37 +267,6 @@ class LearnedEncoding(AdditiveEncoding):
             table = resize_table_2d(self.table, old_hw, new_hw, prefix_tokens=prefix_tokens,
                                     mode=mode)
         return self._with_table(table)
-
-    @classmethod
-    def from_table(cls, table, *, init_std: float = 0.02) -> "LearnedEncoding":
-        """A new module whose table is a copy of ``table``.
-
-        ``max_len`` and ``dim`` are read from the table's shape, so a table
-        trained elsewhere (another model, a checkpoint) or edited by hand
-        becomes a module in one call.
-
-        Args:
-            table: ``(max_len, dim)`` floating-point tensor or array.
-            init_std: the standard deviation of later draws
-                (:meth:`reset_parameters`, the new rows of :meth:`extended`).
-                Default ``0.02``.
-
-        Returns:
-            A ``LearnedEncoding(max_len, dim, init_std=init_std)`` on
-            ``table``'s device, in its dtype, holding a copy of ``table``.
-
-        Example:
-            >>> enc = LearnedEncoding.from_table(torch.zeros(16, 8))
-            >>> (enc.max_len, enc.dim)
-            (16, 8)
-        """
-        what = "LearnedEncoding.from_table"
-        table = _as_table(table, what)
-        check_rank("table", table.shape, 2, what=what)
-        new = cls(*table.shape, init_std=init_std).to(device=table.device, dtype=table.dtype)
-        with torch.no_grad():
-            new.table.copy_(table)
-        return new
 
     def extended(self, new_max_len: int, *, seed: int | None = None) -> "LearnedEncoding":
         """A copy with ``new_max_len`` rows: the trained rows kept, the new ones drawn.
@@ -421,6 +421,14 @@ class LowRankEncoding(AdditiveEncoding):
         self.right = nn.Parameter(torch.empty(self.rank, self.dim))
         self.reset_parameters()
 
+    def reset_parameters(self) -> None:
+        std = low_rank_init_std(self.rank)
+        nn.init.normal_(self.left, std=std)
+        nn.init.normal_(self.right, std=std)
+
+    def extra_repr(self) -> str:
+        return f"max_len={self.max_len}, dim={self.dim}, rank={self.rank}"
+
     @classmethod
     def from_table(cls, table, rank: int) -> "LowRankEncoding":
         """The best rank-``rank`` approximation of a ``(max_len, dim)`` table.
@@ -459,14 +467,6 @@ class LowRankEncoding(AdditiveEncoding):
             new.left.copy_(torch.as_tensor(left))
             new.right.copy_(torch.as_tensor(right))
         return new
-
-    def reset_parameters(self) -> None:
-        std = low_rank_init_std(self.rank)
-        nn.init.normal_(self.left, std=std)
-        nn.init.normal_(self.right, std=std)
-
-    def extra_repr(self) -> str:
-        return f"max_len={self.max_len}, dim={self.dim}, rank={self.rank}"
 
     def encoding(self, positions) -> torch.Tensor:
         """``P`` (float32) for ``positions`` (an int length or an int tensor)."""

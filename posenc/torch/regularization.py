@@ -13,7 +13,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from posenc._checks import check_encoding, check_rate, check_seed, check_std, check_wrappable
+from posenc._checks import (
+    check_encoding,
+    check_rate,
+    check_regularized,
+    check_seed,
+    check_std,
+    check_wrappable,
+)
 from posenc.regularization import channel_mask_shape, part_seeds
 from posenc.torch._util import AdditiveEncoding, dtype_of
 
@@ -254,10 +261,9 @@ class RegularizedEncoding(AdditiveEncoding):
         check_wrappable(isinstance(encoding, nn.Module) and callable(getattr(encoding, "encoding",
                                                                              None)),
                         type(encoding).__name__, kind="an absolute nn.Module", what=what)
-        dropout = check_rate("dropout", dropout, what=what)
-        channel_dropout = check_rate("channel_dropout", channel_dropout, what=what)
-        noise_std = check_std("noise_std", noise_std, what=what)
-        noise_seed, dropout_seed, channel_seed = part_seeds(check_seed(seed, what=what))
+        dropout, channel_dropout, noise_std, seed = check_regularized(
+            dropout, channel_dropout, noise_std, seed, what=what)
+        noise_seed, dropout_seed, channel_seed = part_seeds(seed)
         self.inner = encoding
         self.noise = GaussianNoise(noise_std, seed=noise_seed)
         self.dropout = EncodingDropout(dropout, seed=dropout_seed)

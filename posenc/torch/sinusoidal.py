@@ -176,5 +176,11 @@ class SinusoidalEncoding(AdditiveEncoding):
         """
         if isinstance(positions, int) and not isinstance(positions, bool):
             return self._table(positions).clone()
+        return self._encode(positions)
+
+    def _encode(self, positions) -> torch.Tensor:
+        """The cached table itself for an int (read-only), else :func:`sinusoidal`."""
+        if isinstance(positions, int) and not isinstance(positions, bool):
+            return self._table(positions)
         return sinusoidal(as_positions(positions, what="SinusoidalEncoding"), self.dim,
                           base=self.base, layout=self.layout)

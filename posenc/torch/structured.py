@@ -3,8 +3,11 @@
 Continuous time (irregular timestamps), tree paths and several modalities in
 one sequence (the low-rank table is in ``learned.py``). Each is an absolute
 encoding: a module whose ``forward`` returns ``x + P`` and whose
-``encoding(...)`` returns ``P``
-alone in float32.
+``encoding(...)`` returns ``P`` alone in float32.
+
+Index checks that depend on the data (child indices, modality ids, positions
+below ``max_len``) follow the policy of the API reference ("Checks that read
+the data"), as in the Keras face.
 """
 
 from __future__ import annotations
@@ -68,7 +71,21 @@ def _check_paths(paths, max_depth: int, *, what: str,
 
 # --------------------------------------------------------------------------- time
 
-class ContinuousTimeEncoding(AdditiveEncoding):
+class _TimeEncoding(AdditiveEncoding):
+    """Base of the encodings of timestamps: ``forward(x, timestamps)`` is ``x + P(timestamps)``."""
+
+    def forward(self, x: torch.Tensor, timestamps) -> torch.Tensor:
+        check_embeddings(x.shape, self.dim, what=self._what())
+        timestamps = torch.as_tensor(timestamps, device=x.device)
+        self._per_token("timestamps", timestamps, x, each="time")
+        return self._add(x, self.encoding(timestamps))
+
+    def _timestamps(self, timestamps) -> torch.Tensor:
+        """Numeric timestamps as a tensor (an int n: ``0 .. n-1``)."""
+        return as_positions(timestamps, name="timestamps", what=self._what())
+
+
+class ContinuousTimeEncoding(_TimeEncoding):
     """Sinusoidal encoding of real-valued timestamps (irregular sampling).
 
     The sinusoid of Vaswani et al. (2017) is defined for any real position, so
@@ -123,18 +140,12 @@ class ContinuousTimeEncoding(AdditiveEncoding):
 
     def encoding(self, timestamps) -> torch.Tensor:
         """``P`` (float32) of shape ``(*timestamps.shape, dim)``."""
-        t = as_positions(timestamps, name="timestamps", what=self._what())
+        t = self._timestamps(timestamps)
         t = t.to(wide_dtype(t.device)) / self.time_scale
         return sinusoidal(t, self.dim, base=self.base, layout=self.layout).float()
 
-    def forward(self, x: torch.Tensor, timestamps) -> torch.Tensor:
-        check_embeddings(x.shape, self.dim, what=self._what())
-        timestamps = torch.as_tensor(timestamps, device=x.device)
-        self._per_token("timestamps", timestamps, x, each="time")
-        return self._add(x, self.encoding(timestamps))
 
-
-class Time2Vec(AdditiveEncoding):
+class Time2Vec(_TimeEncoding):
     """Time2Vec: one linear and ``dim - 1`` learned periodic features of time.
 
     Kazemi et al. (2019) represent a time ``t`` by ``t2v(t)[0] = w_0 t + b_0``
@@ -152,7 +163,8 @@ class Time2Vec(AdditiveEncoding):
 
     Call arguments:
         x: ``(batch, seq, dim)`` embeddings.
-        timestamps: ``(batch, seq)`` or ``(seq,)`` times (float or int).
+        timestamps: ``(batch, seq)`` or ``(seq,)`` times (float or int), best
+            on a scale of about one (the linear channel grows with them).
 
     Returns:
         Tensor of the shape and dtype of ``x``.
@@ -187,17 +199,10 @@ class Time2Vec(AdditiveEncoding):
 
     def encoding(self, timestamps) -> torch.Tensor:
         """``P`` (float32) of shape ``(*timestamps.shape, dim)``."""
-        t = as_positions(timestamps, name="timestamps", what=self._what())
-        t = t.to(self.frequency.device)
+        t = self._timestamps(timestamps).to(self.frequency.device)
         with torch.autocast(device_type=t.device.type, enabled=False):
             angles = t.float()[..., None] * self.frequency.float() + self.phase.float()
             return torch.cat((angles[..., :1], torch.sin(angles[..., 1:])), dim=-1)
-
-    def forward(self, x: torch.Tensor, timestamps) -> torch.Tensor:
-        check_embeddings(x.shape, self.dim, what=self._what())
-        timestamps = torch.as_tensor(timestamps, device=x.device)
-        self._per_token("timestamps", timestamps, x, each="time")
-        return self._add(x, self.encoding(timestamps))
 
 
 # --------------------------------------------------------------------------- trees
