@@ -420,3 +420,40 @@ def check_paths_values(lowest: int, highest: int, gap: bool, *, max_children: in
         raise _error(what, f"child index {highest} is out of range for "
                            f"max_children={max_children} (indices 0 .. {max_children - 1})",
                      f"build it with max_children={highest + 1} or more")
+
+
+# --------------------------------------------------------------------------- theory, plots, interop
+
+
+def check_finite(name: str, values, *, what: str = "") -> None:
+    """Every number of ``values`` (a float64 array) is finite."""
+    import numpy as np
+
+    if not np.all(np.isfinite(values)):
+        raise _error(what, f"{name} must be finite, got {name}={values!r}")
+
+
+def check_weight_names(src_names, dst_names, src_keys, dst_keys, *, what: str = "") -> None:
+    """Two modules' weights pair up one to one by the last component of their names."""
+    if len(src_keys) != len(src_names) or len(dst_keys) != len(dst_names):
+        raise _error(what, f"weight names are not unique by their last component: "
+                           f"{sorted(src_names)} / {sorted(dst_names)}")
+    if set(src_keys) != set(dst_keys):
+        raise _error(what, f"the weights do not match: source has {sorted(src_keys)}, "
+                           f"destination has {sorted(dst_keys)}",
+                     "build both with the same class and arguments")
+
+
+def check_weight_shape(name: str, shape, source: str, source_shape, *, what: str = "") -> None:
+    """A weight receives a value of its own shape."""
+    if tuple(shape) != tuple(source_shape):
+        raise _error(what, f"weight {name!r} has shape {tuple(shape)}, source {source!r} has "
+                           f"{tuple(source_shape)}")
+
+
+def check_built(built: bool, *, what: str = "") -> None:
+    """A Keras layer has weights only once it is built."""
+    if not built:
+        raise _error(what, "the Keras layer is not built",
+                     "call it once on an input (or call layer.build(shape)) before copying "
+                     "weights")

@@ -102,8 +102,8 @@ def test_private_helpers_have_the_same_names_and_arguments():
                 if inspect.isfunction(obj) and name.startswith("_") and name != "__init__"}
 
     torch_functions, keras_functions = functions(torch_util), functions(keras_util)
-    # the frameworks differ here: torch.compile's flag, MPS's float64, a Keras scalar read-back
-    only_torch, only_keras = {"is_compiling"}, {"item", "is_float"}
+    # the frameworks differ here: torch.compile's flag, MPS's float64
+    only_torch, only_keras = {"is_compiling"}, {"is_float"}
     assert set(torch_functions) - only_torch == set(keras_functions) - only_keras
     for name in set(torch_functions) - only_torch - {"wide_dtype"}:
         assert list(torch_functions[name].parameters) == list(keras_functions[name].parameters), name
@@ -191,3 +191,23 @@ def test_keras_data_checks_read_eager_cpu_tensors_only():
             raise RuntimeError("no device while tracing")
 
     assert not keras_util.can_inspect(Traced())
+
+
+def test_keras_data_checks_skip_symbolic_tensors_placed_on_the_cpu():
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("tf.function and tf.device belong to the TensorFlow backend")
+    import tensorflow as tf
+
+    enc = pk.LearnedEncoding(4, 8)
+    paths_enc = pk.HierarchicalEncoding(2, 3, 8)
+
+    @tf.function(autograph=False)
+    def traced(x, positions, paths):
+        with tf.device("/CPU:0"):        # gives the symbolic tensors a CPU device name
+            return enc(x, positions + 0) + paths_enc(x, paths + 0)
+
+    x = tf.zeros((1, 3, 8))
+    out = traced(x, tf.constant([0, 1, 3]), tf.constant([[0, -1], [1, 2], [2, 0]]))
+    assert tuple(out.shape) == (1, 3, 8)        # the check steps aside inside the graph
+    with pytest.raises(ValueError, match=r"positions must lie in 0 \.\. 3, got 7"):
+        enc(x, tf.constant([0, 1, 7]))           # the same call, eager: checked

@@ -69,17 +69,25 @@ def can_inspect(t) -> bool:
     return "cpu" in device.lower()
 
 
-def item(t) -> int:
-    """A scalar (a min, a max, a flag) read back as a Python int."""
-    return int(ops.convert_to_numpy(t))
+def read_back(*scalars):
+    """Scalar tensors (a min, a max, a flag) as Python ints; ``None`` if they have no value yet.
+
+    A tensor placed on the CPU inside ``tf.function`` can pass
+    :func:`can_inspect` and still be symbolic: then there is nothing to read
+    and the check is skipped, as the policy says for traced functions.
+    """
+    try:
+        return tuple(int(ops.convert_to_numpy(s)) for s in scalars)
+    except (NotImplementedError, TypeError):  # a symbolic TensorFlow tensor, a JAX tracer
+        return None
 
 
 def check_indices(t, limit: int, *, name: str = "positions", limit_name: str = "max_len",
                   what: str = "", fix: str = "") -> None:
     """``0 <= t < limit``, checked when :func:`can_inspect` allows it."""
-    if can_inspect(t):
-        check_index_range(name, item(ops.min(t)), item(ops.max(t)), limit,
-                          limit_name=limit_name, what=what, fix=fix)
+    values = read_back(ops.min(t), ops.max(t)) if can_inspect(t) else None
+    if values is not None:
+        check_index_range(name, *values, limit, limit_name=limit_name, what=what, fix=fix)
 
 
 def wide_dtype() -> str:

@@ -37,7 +37,7 @@ from posenc.keras._util import (
     as_positions,
     can_inspect,
     check_indices,
-    item,
+    read_back,
     wide_dtype,
 )
 from posenc.keras.sinusoidal import sinusoidal
@@ -65,9 +65,11 @@ def _check_paths(paths, max_depth: int, *, what: str, max_children: int | None =
     paths = as_indices(paths, name="paths", what=what)
     check_paths_depth(paths.shape, max_depth, what=what)
     if can_inspect(paths):
-        lowest, highest = item(ops.min(paths)), item(ops.max(paths))
-        gap = item(ops.any(ops.logical_and(paths[..., 1:] >= 0, paths[..., :-1] < 0)))
-        check_paths_values(lowest, highest, bool(gap), max_children=max_children, what=what)
+        gap = ops.any(ops.logical_and(paths[..., 1:] >= 0, paths[..., :-1] < 0))
+        values = read_back(ops.min(paths), ops.max(paths), gap)
+        if values is not None:
+            check_paths_values(*values[:2], bool(values[2]), max_children=max_children,
+                               what=what)
     return paths
 
 

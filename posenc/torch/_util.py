@@ -63,13 +63,17 @@ def can_inspect(t: torch.Tensor) -> bool:
     return t.numel() > 0 and t.device.type == "cpu" and not is_compiling()
 
 
+def read_back(*scalars):
+    """Scalar tensors (a min, a max, a flag) as Python ints."""
+    return tuple(int(s) for s in scalars)
+
+
 def check_indices(t: torch.Tensor, limit: int, *, name: str = "positions",
                   limit_name: str = "max_len", what: str = "", fix: str = "") -> None:
     """``0 <= t < limit``, checked when :func:`can_inspect` allows it."""
-    if can_inspect(t):
-        lowest, highest = torch.aminmax(t)
-        check_index_range(name, int(lowest), int(highest), limit, limit_name=limit_name,
-                          what=what, fix=fix)
+    values = read_back(*torch.aminmax(t)) if can_inspect(t) else None
+    if values is not None:
+        check_index_range(name, *values, limit, limit_name=limit_name, what=what, fix=fix)
 
 
 def wide_dtype(device: torch.device) -> torch.dtype:

@@ -40,6 +40,7 @@ from posenc.torch._util import (
     as_positions,
     can_inspect,
     check_indices,
+    read_back,
     wide_dtype,
 )
 from posenc.torch.sinusoidal import sinusoidal
@@ -62,10 +63,11 @@ def _check_paths(paths, max_depth: int, *, what: str,
     paths = as_indices(paths, name="paths", what=what)
     check_paths_depth(paths.shape, max_depth, what=what)
     if can_inspect(paths):
-        lowest, highest = torch.aminmax(paths)
-        gap = bool(((paths[..., 1:] >= 0) & (paths[..., :-1] < 0)).any())
-        check_paths_values(int(lowest), int(highest), gap, max_children=max_children,
-                           what=what)
+        gap = ((paths[..., 1:] >= 0) & (paths[..., :-1] < 0)).any()
+        values = read_back(*torch.aminmax(paths), gap)
+        if values is not None:
+            check_paths_values(*values[:2], bool(values[2]), max_children=max_children,
+                               what=what)
     return paths
 
 
