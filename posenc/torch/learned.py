@@ -1,4 +1,8 @@
-"""Learned and hybrid absolute encodings (PyTorch face), and table resizing."""
+"""Learned tables (PyTorch face): learned, hybrid and low-rank encodings, and table resizing.
+
+The framework-free part (resampling matrices, the truncated SVD, what a table
+suggests when a sequence does not fit) is ``posenc/learned.py``.
+"""
 
 from __future__ import annotations
 
