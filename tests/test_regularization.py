@@ -13,10 +13,10 @@ from keras import ops
 import posenc.keras.regularization as kr
 import posenc.torch.regularization as tr
 from posenc.interop import copy_weights
-from posenc.keras.absolute import SinusoidalEncoding as KerasSinusoidal
-from posenc.keras.structured import LowRankEncoding as KerasLowRank
-from posenc.torch.absolute import SinusoidalEncoding as TorchSinusoidal
-from posenc.torch.structured import LowRankEncoding as TorchLowRank
+from posenc.keras.sinusoidal import SinusoidalEncoding as KerasSinusoidal
+from posenc.keras.learned import LowRankEncoding as KerasLowRank
+from posenc.torch.sinusoidal import SinusoidalEncoding as TorchSinusoidal
+from posenc.torch.learned import LowRankEncoding as TorchLowRank
 import faces
 from faces import dtype_name, np32, same_error
 
@@ -149,14 +149,18 @@ def test_errors_name_the_argument_and_the_fix(face):
     mod = FACES[face]
     for cls in (mod.EncodingDropout, mod.ChannelDropout):
         for bad in (1.0, 1.5, -0.1):
-            with pytest.raises(ValueError, match=rf"{cls.__name__}: rate must be in \[0, 1\).*"
+            with pytest.raises(ValueError, match=rf"{cls.__name__}: rate must be a finite number "
+                                                 rf"in \[0, 1\).*"
                                                  rf"got rate={bad}.*0 to switch it off"):
                 cls(bad)
-        with pytest.raises(ValueError, match="rate must be a number"):
+        with pytest.raises(ValueError, match=r"rate must be a finite number in \[0, 1\).*"
+                                             r"got rate='0.1'"):
             cls("0.1")
-        with pytest.raises(ValueError, match="rate must be finite"):
+        with pytest.raises(ValueError, match=r"rate must be a finite number in \[0, 1\).*"
+                                             r"got rate=nan"):
             cls(float("nan"))
-    with pytest.raises(ValueError, match=r"GaussianNoise: std must be >= 0.*got std=-0.1"):
+    with pytest.raises(ValueError, match=r"GaussianNoise: std must be a finite number >= 0.*"
+                                         r"got std=-0.1"):
         mod.GaussianNoise(-0.1)
     with pytest.raises(ValueError,
                        match="seed must be None or a non-negative integer, got seed=1.5"):

@@ -10,13 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from keras import ops
 
-import posenc.keras.structured as ks
-import posenc.torch.structured as ts
+import posenc.keras as ks
+import posenc.torch as ts
 from posenc.interop import copy_weights
-from posenc.keras.absolute import sinusoidal as k_sinusoidal
-from posenc.keras.absolute import sinusoidal_2d as k_sinusoidal_2d
-from posenc.torch.absolute import sinusoidal as t_sinusoidal
-from posenc.torch.absolute import sinusoidal_2d as t_sinusoidal_2d
+from posenc.torch._util import can_inspect
+from posenc.keras.sinusoidal import sinusoidal as k_sinusoidal
+from posenc.keras.sinusoidal import sinusoidal_2d as k_sinusoidal_2d
+from posenc.torch.sinusoidal import sinusoidal as t_sinusoidal
+from posenc.torch.sinusoidal import sinusoidal_2d as t_sinusoidal_2d
 from faces import np32, same_error, tensor
 import reference as ref
 
@@ -324,9 +325,10 @@ def test_continuous_time_integer_timestamps_equal_float_ones(face):
 def test_continuous_time_errors(face):
     cls = FACES[face].ContinuousTimeEncoding
     for bad in (0.0, -1.0):
-        with pytest.raises(ValueError, match=r"time_scale must be greater than 0.*time_scale="):
+        with pytest.raises(ValueError, match=r"time_scale must be a finite number greater than 0.*"
+                                             r"time_scale="):
             cls(8, time_scale=bad)
-    with pytest.raises(ValueError, match="time_scale must be finite"):
+    with pytest.raises(ValueError, match="time_scale must be a finite number greater than 0"):
         cls(8, time_scale=float("inf"))
     with pytest.raises(ValueError, match="dim must be a multiple of 2"):
         cls(7)
@@ -690,9 +692,9 @@ def test_torch_data_checks_read_cpu_tensors_only():
     from types import SimpleNamespace
 
     on_gpu = SimpleNamespace(numel=lambda: 3, device=torch.device("cuda"))
-    assert not ts._can_inspect(on_gpu)
-    assert ts._can_inspect(torch.zeros(3))
-    assert not ts._can_inspect(torch.zeros(0))
+    assert not can_inspect(on_gpu)
+    assert can_inspect(torch.zeros(3))
+    assert not can_inspect(torch.zeros(0))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -804,3 +806,30 @@ def test_bad_index_values_are_refused(face):
         with pytest.raises(ValueError, match=r"\w+: timestamps must be integers or floats, "
                                              r"got dtype bool"):
             cls(8)(x, tensor(face, np.array([True, False, True])))
+
+
+# --------------------------------------------------------------------------- the registry of modes
+
+def test_multimodal_modes_come_from_one_registry(monkeypatch):
+    from posenc.structured import MULTIMODAL_MODES, MultimodalMode
+
+    for face in FACES:
+        for mode, spec in MULTIMODAL_MODES.items():
+            enc = FACES[face].MultimodalEncoding(8, num_modalities=3, max_len=4, mode=mode)
+            names = ([n for n, _ in enc.named_parameters()] if face == "torch"
+                     else [w.path.split("/")[-1] for w in enc.weights])
+            assert names == ([spec.table] if spec.table else []), (face, mode)
+    # a new mode is one entry: a learned vector per modality, no sinusoid, any dim
+    monkeypatch.setitem(MULTIMODAL_MODES, "offset_only", MultimodalMode(
+        sinusoid=False, table="modality_embedding",
+        table_shape=lambda m, n, d: (m, d), row=lambda ids, pos, max_len: ids))
+    ids = np.array([[0, 2, 1]])
+    message = same_error(list(FACES), lambda f: FACES[f].MultimodalEncoding(
+        8, num_modalities=3, max_len=4, mode="unknown"))
+    assert "'offset_only'" in message
+    outs = {}
+    for face in FACES:
+        enc = FACES[face].MultimodalEncoding(7, num_modalities=3, max_len=4, mode="offset_only")
+        table = np32(enc.modality_embedding)
+        outs[face] = np32(enc.encoding(tensor(face, ids)))
+        np.testing.assert_array_equal(outs[face], table[ids])
