@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any, Callable
+from typing import Callable
 
 import keras
 import numpy as np
 import torch
 import torch.nn.functional as F
-from keras import ops
 
 import posenc.keras as pk
 import posenc.torch as pt
@@ -527,7 +526,3 @@ def check_keras_jit_compile(case: Case) -> None:
     _close(got, expected, {"rtol": 1e-5, "atol": 1e-5})
 
 
-def describe(case: Case) -> dict[str, Any]:
-    """What a row exercises, for a reader of a failure."""
-    return {"cls": case.cls, "shape": case.shape, "extras": [a.name for a in case.extras],
-            "positions": case.positions is not None, "training": case.training}

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import re
 
 import keras
 import numpy as np
@@ -40,35 +39,6 @@ def test_small_integer_dtypes_index_rows(face, name, args, dtype):
     got = module.encoding(tensor(face, np.array([1, 0, 1, 3]), dtype))
     assert tuple(got.shape) == (4, 8)
     np.testing.assert_array_equal(numpy(got), want)
-
-
-@pytest.mark.parametrize("name, args", MODULES)
-@pytest.mark.parametrize("shape", [(4,), (3, 2), (1, 2, 3), (2, 3, 1)])
-def test_positions_must_match_the_sequence(face, name, args, shape):
-    module = build(face, name, args)
-    x = np.zeros((2, 3, 8), "float32")
-    positions = np.zeros(shape, "int64")
-    with pytest.raises(ValueError, match=r"positions must have shape \(seq,\) or \(batch, seq\) "
-                                         r"matching x.s .* got positions.shape=" + re.escape(str(shape))):
-        module(tensor(face, x), positions=tensor(face, positions))
-
-
-@pytest.mark.parametrize("name, args", MODULES)
-@pytest.mark.parametrize("shape", [(3,), (1, 3), (2, 3)])
-def test_positions_of_accepted_shapes(face, name, args, shape):
-    module = build(face, name, args)
-    positions = np.broadcast_to(np.array([5, 2, 7]), shape).copy()
-    out = module(tensor(face, np.zeros((2, 3, 8), "float32")), positions=tensor(face, positions))
-    assert tuple(out.shape) == (2, 3, 8)
-    np.testing.assert_allclose(numpy(out)[1], numpy(module.encoding(tensor(face, [5, 2, 7]))),
-                               atol=1e-6)
-
-
-@pytest.mark.parametrize("name, args", MODULES)
-def test_empty_sequence_is_returned_unchanged(face, name, args):
-    module = build(face, name, args)
-    out = module(tensor(face, np.zeros((2, 0, 8), "float32")))
-    assert tuple(out.shape) == (2, 0, 8)
 
 
 @pytest.mark.parametrize("fn", ["sinusoidal", "SinusoidalEncoding"])
