@@ -1,4 +1,4 @@
-"""Helpers the test modules share: move arrays in and out of either face, compare errors."""
+"""What the test modules share: move arrays in and out of either face, compare errors."""
 
 from __future__ import annotations
 

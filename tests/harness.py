@@ -162,6 +162,15 @@ def call(face: str, layer, x, extras=(), positions=None, *, training: bool, dtyp
     return layer(x, *extras, training=training, **kwargs)
 
 
+def encoding_args(face: str, case: Case, data: "Inputs", example: int = 0) -> list:
+    """The arguments of ``layer.encoding(...)`` for one example of ``data``: its
+    per-token arguments, then its positions."""
+    args = [e[example] for e in data.extras]
+    if data.positions is not None:
+        args.append(data.positions[example])
+    return [tensor(face, a) for a in args]
+
+
 def parity_pair(case: Case, *, source: str = "torch"):
     """A module and a layer holding the same (random) weights, copied from ``source``."""
     t, k = build("torch", case, seed=1), build("keras", case, seed=2)
@@ -349,8 +358,14 @@ def check_torch_mixed_precision(case: Case) -> None:
         expected = call("torch", module, proj(x), data.extras, training=case.training)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             out = call("torch", module, proj(x), data.extras, training=case.training)
+            pe = (module.encoding(*encoding_args("torch", case, data))
+                  if hasattr(module, "encoding") else None)
         assert out.dtype == torch.bfloat16
         _close(out, expected, LOW_PRECISION["bfloat16"], "autocast")
+        if pe is not None:  # P alone stays float32 (the docs' promise), autocast or not
+            assert pe.dtype == torch.float32
+            torch.testing.assert_close(pe, module.encoding(*encoding_args("torch", case, data)),
+                                       rtol=0, atol=0)
         for training in case.modes:
             out = call("torch", module, x.bfloat16(), data.extras, training=training)
             assert out.dtype == torch.bfloat16 and tuple(out.shape) == data.x.shape
@@ -375,6 +390,11 @@ def check_keras_mixed_precision(case: Case) -> None:
             assert dtype_name(out) == "bfloat16" and tuple(out.shape) == data.x.shape
             if training == case.training:
                 _close(out, expected, LOW_PRECISION["bfloat16"])
+        if hasattr(mixed, "encoding"):  # P alone stays float32 (the docs' promise)
+            pe = mixed.encoding(*encoding_args("keras", case, data))
+            assert dtype_name(pe) == "float32"
+            np.testing.assert_array_equal(
+                np32(pe), np32(full.encoding(*encoding_args("keras", case, data))))
 
 
 # --------------------------------------------------------------------------- (f) input dtypes
@@ -452,8 +472,9 @@ def check_empty_sequence(case: Case, face: str) -> None:
 
 def check_per_token_shapes(case: Case, face: str) -> None:
     """Per-token arguments shared by the batch, ``(seq, ...)``, ``(1, seq, ...)`` or
-    tiled ``(batch, seq, ...)``, give the same result; it is ``x + encoding(...)``;
-    explicit positions ``0 .. seq-1`` equal the default ones."""
+    tiled ``(batch, seq, ...)``, give the same result; it is ``x + encoding(...)``; with
+    one row per example, example ``i`` gets the encoding of row ``i``; explicit
+    positions ``0 .. seq-1`` equal the default ones."""
     batch, seq, dim = case.shape
     layer = build(face, case)
     data = inputs(case)
@@ -467,14 +488,20 @@ def check_per_token_shapes(case: Case, face: str) -> None:
                    None if positions is None else widen(positions), training=case.training)
         np.testing.assert_array_equal(np32(got), out, err_msg=str(lead))
     if hasattr(layer, "encoding"):
-        pe = layer.encoding(*[tensor(face, e) for e in shared],
-                            *([] if positions is None else [tensor(face, positions)]))
+        pe = layer.encoding(*encoding_args(face, case, data))
         np.testing.assert_allclose(out - data.x, np.broadcast_to(np32(pe), out.shape),
                                    rtol=1e-6, atol=1e-6)
+        per_example = np32(call(face, layer, data.x, data.extras, data.positions,
+                                training=case.training))
+        for i in range(batch):
+            pe = np32(layer.encoding(*encoding_args(face, case, data, example=i)))
+            np.testing.assert_allclose(per_example[i] - data.x[i], pe, rtol=1e-6, atol=1e-6,
+                                       err_msg=f"example {i}")
     if case.positions is not None:
-        explicit = call(face, layer, data.x, data.extras, np.arange(seq), training=case.training)
-        default = call(face, layer, data.x, data.extras, training=case.training)
-        np.testing.assert_array_equal(np32(explicit), np32(default))
+        default = np32(call(face, layer, data.x, data.extras, training=case.training))
+        for arange in (np.arange(seq), np.tile(np.arange(seq), (batch, 1))):
+            explicit = call(face, layer, data.x, data.extras, arange, training=case.training)
+            np.testing.assert_array_equal(np32(explicit), default, err_msg=str(arange.shape))
 
 
 def wrong_position_shapes(case: Case) -> list[tuple[int, ...]]:
