@@ -220,6 +220,30 @@ ROWS = [
     *[row(f"{cls}-int-encoding", lambda on, cls=cls: _train(
         on, getattr(on.m, cls)(0.5, seed=0), on.t(np.ones((2, 3, 4), np.int32))), "dtype int32")
       for cls in ("EncodingDropout", "ChannelDropout", "GaussianNoise")],
+    # odd values of the right names
+    row("sinusoidal-dim=True", lambda on: on.m.sinusoidal(4, True), "dim=True"),
+    row("sinusoidal-layout=None", sinusoidal(layout=None), "layout=None"),
+    row("resize_table-mode=None", lambda on: on.m.resize_table(on.x(17, 4), 5, mode=None),
+        "mode=None"),
+    row("resize_table_2d-prefix_tokens=1.5", lambda on: on.m.resize_table_2d(
+        on.x(17, 4), (4, 4), (5, 5), prefix_tokens=1.5), "prefix_tokens=1.5"),
+    row("MultimodalEncoding-mode=None",
+        layer("MultimodalEncoding", 8, num_modalities=2, max_len=4, mode=None), "mode=None"),
+    row("GaussianNoise-std=nan", layer("GaussianNoise", float("nan")), "std=nan"),
+    row("GaussianNoise-std='0.1'", layer("GaussianNoise", "0.1"), "std='0.1'"),
+    *[row(f"EncodingDropout-seed={v!r}", layer("EncodingDropout", 0.1, seed=v), f"seed={v!r}")
+      for v in (True, -1)],
+    row("ContinuousTimeEncoding-time_scale='1'", layer("ContinuousTimeEncoding", 8,
+                                                       time_scale="1"), "time_scale='1'"),
+    row("HierarchicalEncoding-max_depth=0", layer("HierarchicalEncoding", 0, 2, 8), "max_depth=0"),
+    row("LowRankEncoding-rank=None", layer("LowRankEncoding", 8, 16, rank=None), "rank=None"),
+    row("Time2Vec-dim=8.0", layer("Time2Vec", 8.0), "dim=8.0"),
+    row("hierarchical-max_depth=0", lambda on: on.m.hierarchical(on.t([[0]]), 12, max_depth=0),
+        "max_depth=0"),
+    row("modality_positions-num_modalities=0", lambda on: on.m.modality_positions(
+        on.t([0, 1]), num_modalities=0), "num_modalities=0"),
+    row("LearnedEncoding.encoding-float", lambda on: on.m.LearnedEncoding(8, 4).encoding(2.5),
+        "dtype float32"),
     # wrapping something that has no encoding
     row("RegularizedEncoding-not-absolute", lambda on: on.m.RegularizedEncoding(
         _not_an_encoding(on.face)), "encoding must be an absolute"),
