@@ -136,11 +136,10 @@ class Inputs:
     positions: np.ndarray | None
 
 
-def inputs(case: Case, *, seed: int = 0, seq: int | None = None) -> Inputs:
+def inputs(case: Case, *, seed: int = 0) -> Inputs:
     """x ``(batch, seq, dim)`` from N(0, 1), and valid per-token arguments of shape
     ``(batch, seq, ...)`` (positions too, when the case takes them)."""
-    batch, default_seq, dim = case.shape
-    seq = default_seq if seq is None else seq
+    batch, seq, dim = case.shape
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(batch, seq, dim)).astype(np.float32)
     extras = [a.sample(rng, (batch, seq)) for a in case.extras]
