@@ -186,44 +186,6 @@ def test_torch_resize_passes_gradients():
     np.testing.assert_allclose(table.grad[:, 0].numpy(), expected, atol=1e-6)
 
 
-def test_resize_errors(face):
-    resize, resize_2d = FACES[face].resize_table, FACES[face].resize_table_2d
-    table = tensor(face, np.zeros((17, 4), np.float32))
-    with pytest.raises(ValueError, match=r"resize_table: table must have rank 2, \(length, dim\), "
-                                         r"got shape \(17,\)"):
-        resize(tensor(face, np.zeros(17, np.float32)), 5)
-    for n in (0, -4):
-        with pytest.raises(ValueError, match=rf"new_length must be a positive integer, "
-                                             rf"got new_length={n}"):
-            resize(table, n)
-    with pytest.raises(ValueError, match=r"resize_table: mode must be one of 'linear', 'nearest', "
-                                         r"'cubic', got mode='bicubic'; 'bicubic' is a mode of "
-                                         r"resize_table_2d"):
-        resize(table, 5, mode="bicubic")
-    with pytest.raises(ValueError,
-                       match=r"resize_table_2d: mode must be one of .*got mode='linear'"):
-        resize_2d(table, (4, 4), (5, 5), prefix_tokens=1, mode="linear")
-    with pytest.raises(ValueError, match=r"the table has 17 rows but prefix_tokens=0 plus "
-                                         r"old_hw=\(4, 4\) make 16; .*CLS token\): "
-                                         r"prefix_tokens=1 would fit old_hw=\(4, 4\)\.$"):
-        resize_2d(table, (4, 4), (5, 5))
-    with pytest.raises(ValueError, match=r"the table has 17 rows but prefix_tokens=1 plus "
-                                         r"old_hw=\(3, 3\) make 10; .*prefix_tokens=8 would fit "
-                                         r"old_hw=\(3, 3\); old_hw=\(4, 4\) would fit "
-                                         r"prefix_tokens=1"):
-        resize_2d(table, (3, 3), (5, 5), prefix_tokens=1)
-    with pytest.raises(ValueError, match=r"new_hw must be a \(height, width\) pair of positive "
-                                         r"integers, got new_hw=\(0, 5\)"):
-        resize_2d(table, (4, 4), (0, 5), prefix_tokens=1)
-    with pytest.raises(ValueError, match=r"old_hw must be a \(height, width\) pair"):
-        resize_2d(table, (16,), (5, 5), prefix_tokens=1)
-    with pytest.raises(ValueError, match=r"prefix_tokens must be a non-negative integer, "
-                                         r"got prefix_tokens=-1"):
-        resize_2d(table, (4, 4), (5, 5), prefix_tokens=-1)
-    with pytest.raises(ValueError, match=r"resize_table_2d: table must have rank 2"):
-        resize_2d(tensor(face, np.zeros((4, 4, 4), np.float32)), (4, 4), (5, 5))
-
-
 # ---------------------------------------------------------------------------
 # LearnedEncoding.
 
@@ -304,43 +266,6 @@ def test_learned_resized(face):
     assert tuple(longer(tensor(face, np.zeros((1, 40, 4), np.float32))).shape) == (1, 40, 4)
 
 
-def test_learned_too_long(face):
-    enc = FACES[face].LearnedEncoding(20, 4)
-    with pytest.raises(ValueError, match=r"LearnedEncoding: sequence length 21 exceeds the "
-                                         r"table's max_len=20; build it with a larger max_len, or "
-                                         r"stretch a trained table with enc.resized\(21\)"):
-        enc(tensor(face, np.zeros((2, 21, 4), np.float32)))
-    with pytest.raises(ValueError, match=r"sequence length 30 exceeds the table's max_len=20"):
-        enc.encoding(30)
-    with pytest.raises(ValueError, match=r"positions must lie in 0 \.\. 19 \(the table's "
-                                         r"max_len=20\), got positions from 2 to 20; .*"
-                                         r"enc.resized\(21\)"):
-        enc(tensor(face, np.zeros((1, 2, 4), np.float32)), tensor(face, np.array([2, 20])))
-    with pytest.raises(ValueError, match=r"got positions from -1 to 3; negative positions"):
-        enc.encoding(tensor(face, np.array([[-1, 3]])))
-
-
-def test_learned_argument_errors(face):
-    cls = FACES[face].LearnedEncoding
-    with pytest.raises(ValueError, match=r"max_len must be a positive integer, got max_len=0"):
-        cls(0, 4)
-    with pytest.raises(ValueError, match=r"dim must be a positive integer, got dim=-1"):
-        cls(8, -1)
-    for bad in (0.0, -0.02, float("nan")):
-        with pytest.raises(ValueError, match=r"init_std must be a finite number greater than 0"):
-            cls(8, 4, init_std=bad)
-    enc = cls(8, 4)
-    with pytest.raises(ValueError, match=r"LearnedEncoding: x must be \(\.\.\., seq, dim\) with "
-                                         r"dim=4, got x.shape=\(1, 3, 5\)"):
-        enc(tensor(face, np.zeros((1, 3, 5), np.float32)))
-    with pytest.raises(ValueError, match=r"LearnedEncoding: positions index a learned table, so "
-                                         r"they must be integers, got dtype float32"):
-        enc(tensor(face, np.zeros((1, 2, 4), np.float32)),
-            tensor(face, np.array([0.0, 1.0], np.float32)))
-    with pytest.raises(ValueError, match=r"positions must be a positive integer, got positions=0"):
-        enc.encoding(0)
-
-
 # ---------------------------------------------------------------------------
 # HybridEncoding.
 
@@ -382,31 +307,6 @@ def test_hybrid_sinusoid_is_not_a_weight():
     assert k_names == {"scale", "offset"}
     assert tuple(pt.HybridEncoding(16, 4).scale.shape) == ()
     assert tuple(pk.HybridEncoding(16, 4).scale.shape) == ()
-
-
-def test_hybrid_errors(face):
-    cls = FACES[face].HybridEncoding
-    with pytest.raises(ValueError, match=r"HybridEncoding: dim must be a multiple of 2 .*dim=5"):
-        cls(16, 5)
-    with pytest.raises(ValueError, match=r"base must be a finite number greater than 1"):
-        cls(16, 4, base=1.0)
-    with pytest.raises(ValueError, match=r"layout must be one of"):
-        cls(16, 4, layout="half")
-    with pytest.raises(ValueError, match=r"scale must be a finite number, got scale=nan"):
-        cls(16, 4, scale=float("nan"))
-    with pytest.raises(ValueError, match=r"max_len must be a positive integer, got max_len=-2"):
-        cls(-2, 4)
-    enc = cls(16, 4)
-    with pytest.raises(ValueError, match=r"HybridEncoding: sequence length 17 exceeds the table's "
-                                         r"max_len=16; build it with a larger max_len, or stretch "
-                                         r"a trained offset table with "
-                                         r"resize_table\(enc.offset, 17\)"):
-        enc(tensor(face, np.zeros((1, 17, 4), np.float32)))
-    with pytest.raises(ValueError, match=r"HybridEncoding: positions must lie in 0 \.\. 15"):
-        enc.encoding(tensor(face, np.array([16])))
-    with pytest.raises(ValueError, match=r"HybridEncoding: x must be \(\.\.\., seq, dim\) with "
-                                         r"dim=4"):
-        enc(tensor(face, np.zeros((1, 3, 8), np.float32)))
 
 
 # ---------------------------------------------------------------------------

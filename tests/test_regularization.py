@@ -142,37 +142,7 @@ def test_shapes_are_kept_and_channel_masks_span_the_sequence(lead, seq, dim, see
         assert (out == out[..., :1, :]).all()
 
 
-# --------------------------------------------------------------------------- errors
-
-@pytest.mark.parametrize("face", FACES)
-def test_errors_name_the_argument_and_the_fix(face):
-    mod = FACES[face]
-    for cls in (mod.EncodingDropout, mod.ChannelDropout):
-        for bad in (1.0, 1.5, -0.1):
-            with pytest.raises(ValueError, match=rf"{cls.__name__}: rate must be in \[0, 1\).*"
-                                                 rf"got rate={bad}.*0 to switch it off"):
-                cls(bad)
-        with pytest.raises(ValueError, match="rate must be a number"):
-            cls("0.1")
-        with pytest.raises(ValueError, match="rate must be finite"):
-            cls(float("nan"))
-    with pytest.raises(ValueError, match=r"GaussianNoise: std must be >= 0.*got std=-0.1"):
-        mod.GaussianNoise(-0.1)
-    with pytest.raises(ValueError,
-                       match="seed must be None or a non-negative integer, got seed=1.5"):
-        mod.EncodingDropout(0.1, seed=1.5)
-    with pytest.raises(ValueError, match=r"the encoding must be \(\.\.\., seq, dim\)"):
-        apply(face, mod.EncodingDropout(0.1), tensor(face, np.ones(4)), training=True)
-    sinusoidal = TorchSinusoidal(8) if face == "torch" else KerasSinusoidal(8)
-    for bad in (dict(dropout=1.0), dict(channel_dropout=-1.0), dict(noise_std=-1.0)):
-        (name, value), = bad.items()
-        with pytest.raises(ValueError, match=rf"RegularizedEncoding: {name} must be .*"
-                                             rf"got {name}={value}"):
-            mod.RegularizedEncoding(sinusoidal, **bad)
-    dense = torch.nn.Linear(8, 8) if face == "torch" else keras.layers.Dense(8)
-    with pytest.raises(ValueError, match=r"encoding must be an absolute .* encoding\(positions\) "
-                                         r"method.*got (Linear|Dense)"):
-        mod.RegularizedEncoding(dense)
+# Bad arguments: tests/test_errors.py.
 
 
 # --------------------------------------------------------------------------- the wrapper

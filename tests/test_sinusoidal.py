@@ -1,4 +1,4 @@
-"""Sinusoidal encodings in both faces: values, properties, precision, errors, parity."""
+"""Sinusoidal encodings in both faces: values, properties, precision, function parity."""
 
 import keras
 import numpy as np
@@ -223,57 +223,7 @@ def test_faces_agree(layout, base):
 
 
 # ---------------------------------------------------------------------------
-# Errors.
-
-
-def test_odd_dim(face):
-    with pytest.raises(ValueError, match=r"dim must be a multiple of 2 .*got dim=7; use dim=8"):
-        FACES[face].sinusoidal(4, 7)
-    with pytest.raises(ValueError, match=r"dim must be a multiple of 2"):
-        FACES[face].SinusoidalEncoding(7)
-
-
-def test_2d_dim_not_multiple_of_four(face):
-    with pytest.raises(ValueError, match=r"sinusoidal_2d: dim must be a multiple of 4 .*got dim=6"):
-        FACES[face].sinusoidal_2d(2, 2, 6)
-
-
-def test_unknown_layout(face):
-    with pytest.raises(ValueError, match=r"layout must be one of 'interleaved', 'concat', "
-                                         r"got layout='half'"):
-        FACES[face].sinusoidal(4, 8, layout="half")
-    with pytest.raises(ValueError, match=r"layout must be one of"):
-        FACES[face].SinusoidalEncoding(8, layout="half")
-    with pytest.raises(ValueError, match=r"layout must be one of"):
-        FACES[face].sinusoidal_2d(2, 2, 8, layout="half")
-
-
-@pytest.mark.parametrize("n", [0, -3])
-def test_non_positive_lengths(face, n):
-    with pytest.raises(ValueError,
-                       match=rf"positions must be a positive integer, got positions={n}"):
-        FACES[face].sinusoidal(n, 8)
-    with pytest.raises(ValueError, match=rf"height must be a positive integer, got height={n}"):
-        FACES[face].sinusoidal_2d(n, 2, 8)
-    with pytest.raises(ValueError, match=rf"width must be a positive integer, got width={n}"):
-        FACES[face].sinusoidal_2d(2, n, 8)
-    with pytest.raises(ValueError, match=rf"dim must be a positive integer, got dim={n}"):
-        FACES[face].sinusoidal(4, n)
-
-
-@pytest.mark.parametrize("base", [1.0, 0.5, -2.0, float("inf")])
-def test_bad_base(face, base):
-    with pytest.raises(ValueError, match=r"base must be a finite number greater than 1"):
-        FACES[face].sinusoidal(4, 8, base=base)
-    with pytest.raises(ValueError, match=r"base must be a finite number greater than 1"):
-        FACES[face].SinusoidalEncoding(8, base=base)
-
-
-def test_x_last_dim_mismatch(face):
-    enc = FACES[face].SinusoidalEncoding(8)
-    with pytest.raises(ValueError, match=r"x must be \(\.\.\., seq, dim\) with dim=8, got "
-                                         r"x.shape=\(2, 3, 6\); build the encoding with dim=6"):
-        enc(tensor(face, np.zeros((2, 3, 6), np.float32)))
+# Mixed precision keeps the positions it is given (bad arguments: tests/test_errors.py).
 
 
 def test_keras_mixed_precision_keeps_float_positions(mixed_bfloat16):

@@ -148,26 +148,6 @@ def test_continuous_time_integer_timestamps_equal_float_ones(face):
                                   np32(enc.encoding(tensor(face, np.arange(5.0)))))
 
 
-@pytest.mark.parametrize("face", FACES)
-def test_continuous_time_errors(face):
-    cls = FACES[face].ContinuousTimeEncoding
-    for bad in (0.0, -1.0):
-        with pytest.raises(ValueError, match=r"time_scale must be greater than 0.*time_scale="):
-            cls(8, time_scale=bad)
-    with pytest.raises(ValueError, match="time_scale must be finite"):
-        cls(8, time_scale=float("inf"))
-    with pytest.raises(ValueError, match="dim must be a multiple of 2"):
-        cls(7)
-    enc = cls(8)
-    x = tensor(face, np.zeros((2, 4, 8), np.float32))
-    with pytest.raises(ValueError, match="one time per token"):
-        enc(x, tensor(face, np.zeros(5, np.float32)))
-    with pytest.raises(ValueError, match=r"timestamps must have shape \(seq,\) or \(batch, seq\)"):
-        enc(x, tensor(face, np.zeros((2, 4, 1), np.float32)))
-    with pytest.raises(ValueError, match=r"x must be \(\.\.\., seq, dim\) with dim=8"):
-        enc(tensor(face, np.zeros((2, 4, 6), np.float32)), tensor(face, np.zeros(4, np.float32)))
-
-
 # --------------------------------------------------------------------------- Time2Vec
 
 @pytest.mark.parametrize("face", FACES)
@@ -191,12 +171,6 @@ def test_time2vec_formula(face):
     np.testing.assert_allclose(out, expected, atol=1e-5)
     assert np.abs(out[..., 1:]).max() <= 1.0
     assert out.shape == (2, 3, dim)
-
-
-@pytest.mark.parametrize("face", FACES)
-def test_time2vec_errors(face):
-    with pytest.raises(ValueError, match="dim must be a positive integer"):
-        FACES[face].Time2Vec(0)
 
 
 # --------------------------------------------------------------------------- hierarchical
@@ -238,26 +212,6 @@ def test_hierarchical_siblings_share_the_parents_channels(face):
 
 
 @pytest.mark.parametrize("face", FACES)
-def test_hierarchical_errors(face):
-    fn = FACES[face].hierarchical
-    good = tensor(face, np.array([[0, 1, -1]]))
-    with pytest.raises(ValueError, match=r"dim must be a multiple of 2 \* max_depth = 6.*dim=9"):
-        fn(good, 9, max_depth=3)
-    with pytest.raises(ValueError, match=r"dim must be a multiple of 2 \* max_depth = 6.*is odd"):
-        fn(good, 3 * 3, max_depth=3)
-    with pytest.raises(ValueError, match=r"paths must have shape \(\.\.\., max_depth\).*pad"):
-        fn(tensor(face, np.array([[0, 1]])), 12, max_depth=3)
-    with pytest.raises(ValueError, match=r"build it with max_depth=4"):
-        fn(tensor(face, np.array([[0, 1, 2, 3]])), 12, max_depth=3)
-    with pytest.raises(ValueError, match="got the value -2"):
-        fn(tensor(face, np.array([[0, -2, -1]])), 12, max_depth=3)
-    with pytest.raises(ValueError, match="child index after a -1"):
-        fn(tensor(face, np.array([[0, -1, 4]])), 12, max_depth=3)
-    with pytest.raises(ValueError, match="must be integers, got dtype float32"):
-        fn(tensor(face, np.array([[0.0, 1.0, -1.0]], np.float32)), 12, max_depth=3)
-
-
-@pytest.mark.parametrize("face", FACES)
 def test_hierarchical_encoding_sums_one_row_per_level(face):
     enc = FACES[face].HierarchicalEncoding(3, 4, 8)
     paths = np.array([[1, -1, -1], [1, 3, -1], [1, 3, 0], [1, 2, -1]])
@@ -270,19 +224,6 @@ def test_hierarchical_encoding_sums_one_row_per_level(face):
     # a child is its parent plus its own row; siblings share the parent's part
     np.testing.assert_allclose(out[1] - out[0], tables[1, 3], atol=1e-7)
     np.testing.assert_allclose(out[3] - out[0], tables[1, 2], atol=1e-7)
-
-
-@pytest.mark.parametrize("face", FACES)
-def test_hierarchical_encoding_bounds(face):
-    enc = FACES[face].HierarchicalEncoding(2, 3, 8)
-    x = tensor(face, np.zeros((1, 2, 8), np.float32))
-    with pytest.raises(ValueError, match=r"child index 3 is out of range for max_children=3"
-                                         r".*max_children=4"):
-        enc(x, tensor(face, np.array([[0, 3], [1, -1]])))
-    with pytest.raises(ValueError, match=r"max_depth=2, got paths.shape=\(2, 3\)"):
-        enc(x, tensor(face, np.array([[0, 1, 1], [1, -1, -1]])))
-    with pytest.raises(ValueError, match="max_children must be a positive integer"):
-        FACES[face].HierarchicalEncoding(2, 0, 8)
 
 
 # --------------------------------------------------------------------------- modalities
@@ -301,15 +242,11 @@ def test_modality_positions_count_within_each_modality(lead, seq, num_modalities
 
 
 @pytest.mark.parametrize("face", FACES)
-def test_modality_positions_example_and_errors(face):
+def test_modality_positions_example(face):
     fn = FACES[face].modality_positions
     ids = tensor(face, np.array([0, 0, 1, 1, 1, 0]))
     np.testing.assert_array_equal(np32(fn(ids)), [0, 1, 0, 1, 2, 2])
     np.testing.assert_array_equal(np32(fn(tensor(face, np.array([7, -3, 7])))), [0, 0, 1])
-    with pytest.raises(ValueError, match=r"modality_ids must lie in 0 \.\. 1, got 2"):
-        fn(tensor(face, np.array([0, 2])), num_modalities=2)
-    with pytest.raises(ValueError, match="must be integers"):
-        fn(tensor(face, np.array([0.0, 1.0], np.float32)))
 
 
 @pytest.mark.parametrize("face", FACES)
@@ -355,28 +292,12 @@ def test_multimodal_weights_per_mode(face):
 
 
 @pytest.mark.parametrize("face", FACES)
-def test_multimodal_errors(face):
-    cls = FACES[face].MultimodalEncoding
-    with pytest.raises(ValueError, match="mode must be one of 'shared', 'per_modality', "
-                                         "'shared_offset', got mode='concat'"):
-        cls(8, num_modalities=2, max_len=4, mode="concat")
-    with pytest.raises(ValueError, match=r"MultimodalEncoding\(mode='shared'\): dim must be a "
-                                         r"multiple of 2"):
-        cls(7, num_modalities=2, max_len=4, mode="shared")
-    cls(7, num_modalities=2, max_len=4, mode="per_modality")  # no sinusoid: odd dim is fine
-    enc = cls(8, num_modalities=2, max_len=4, mode="per_modality")
-    x = tensor(face, np.zeros((1, 3, 8), np.float32))
-    with pytest.raises(ValueError, match=r"modality_ids must lie in 0 \.\. 1, got 2.*"
-                                         r"num_modalities=3"):
-        enc(x, tensor(face, np.array([0, 1, 2])))
-    with pytest.raises(ValueError, match=r"positions must lie in 0 \.\. 3, got 4.*max_len"):
-        enc(x, tensor(face, np.array([0, 1, 1])), tensor(face, np.array([0, 1, 4])))
-    with pytest.raises(ValueError, match="sequence length 5 exceeds the table's max_len=4"):
-        enc(tensor(face, np.zeros((1, 5, 8), np.float32)), tensor(face, np.zeros(5, np.int32)))
-    with pytest.raises(ValueError, match="positions index a table, so they must be integers"):
-        enc(x, tensor(face, np.array([0, 1, 1])), tensor(face, np.array([0.0, 1.0, 2.0])))
-    with pytest.raises(ValueError, match=r"modality_ids must have shape \(seq,\) or \(batch, seq\)"):
-        enc(x, tensor(face, np.zeros((1, 1, 3), np.int32)))
+def test_per_modality_mode_takes_an_odd_dim(face):
+    # no sinusoid in this mode, so nothing needs sine/cosine pairs
+    enc = FACES[face].MultimodalEncoding(7, num_modalities=2, max_len=4, mode="per_modality")
+    ids = np.array([0, 1, 1])
+    out = np32(enc(tensor(face, np.zeros((1, 3, 7), np.float32)), tensor(face, ids)))
+    np.testing.assert_array_equal(out[0], np32(enc.modality_tables)[ids, np.arange(3)])
 
 
 @pytest.mark.parametrize("face", FACES)
@@ -424,27 +345,6 @@ def test_low_rank_parameter_count_and_rank(face):
 def test_low_rank_initial_scale_matches_a_learned_table(face):
     table = np32(FACES[face].LowRankEncoding(512, 256, rank=16).encoding(512))
     assert abs(table.std() - 0.02) < 0.02 * 0.15
-
-
-@pytest.mark.parametrize("face", FACES)
-def test_low_rank_errors(face):
-    cls = FACES[face].LowRankEncoding
-    with pytest.raises(ValueError, match=r"rank must be at least 1, got rank=0.*min\(max_len, "
-                                         r"dim\)=16"):
-        cls(32, 16, rank=0)
-    with pytest.raises(ValueError, match=r"rank=17 exceeds min\(max_len, dim\)=16.*rank <= 16"):
-        cls(32, 16, rank=17)
-    with pytest.raises(ValueError, match=r"rank=9 exceeds min\(max_len, dim\)=8"):
-        cls(8, 16, rank=9)
-    with pytest.raises(ValueError, match="rank must be an integer"):
-        cls(32, 16, rank=2.0)
-    enc = cls(8, 16, rank=2)
-    with pytest.raises(ValueError, match="sequence length 9 exceeds the table's max_len=8"):
-        enc(tensor(face, np.zeros((1, 9, 16), np.float32)))
-    with pytest.raises(ValueError, match=r"positions must lie in 0 \.\. 7, got 8"):
-        enc.encoding(tensor(face, np.array([0, 8])))
-    with pytest.raises(ValueError, match=r"positions must lie in 0 \.\. 7, got -1"):
-        enc.encoding(tensor(face, np.array([-1, 2])))
 
 
 # --------------------------------------------------------------------------- inputs at the edges
@@ -562,23 +462,3 @@ def test_per_token_arguments_must_match_x(case):
                          + re.escape(f"{name}.shape={shape} for x.shape=(2, 3, {DIM})"), message)
 
 
-@pytest.mark.parametrize("face", FACES)
-def test_bad_index_values_are_refused(face):
-    x = tensor(face, np.zeros((1, 3, 8), np.float32))
-    enc = FACES[face].MultimodalEncoding(8, num_modalities=3, max_len=4)
-    with pytest.raises(ValueError, match=r"modality_ids index a table, so they must be integers, "
-                                         r"got dtype bool"):
-        enc(x, tensor(face, np.array([True, False, True])))
-    with pytest.raises(ValueError, match="modality_ids index a table.*got dtype float32"):
-        enc(x, tensor(face, np.array([0.0, 1.0, 1.0], np.float32)))
-    with pytest.raises(ValueError, match=r"modality_ids must lie in 0 \.\. 2, got -1"):
-        enc(x, tensor(face, np.array([0, -1, 1])))
-    with pytest.raises(ValueError, match=r"positions must be integers or floats, got dtype "
-                                         r"bool; a boolean tensor is a mask"):
-        FACES[face].LowRankEncoding(4, 8, rank=2)(x, tensor(face, np.array([True, False, True])))
-    with pytest.raises(ValueError, match="paths index a table.*got dtype bool"):
-        FACES[face].HierarchicalEncoding(3, 2, 8)(x, tensor(face, np.ones((3, 3), bool)))
-    for cls in (FACES[face].ContinuousTimeEncoding, FACES[face].Time2Vec):
-        with pytest.raises(ValueError, match=r"\w+: timestamps must be integers or floats, "
-                                             r"got dtype bool"):
-            cls(8)(x, tensor(face, np.array([True, False, True])))
