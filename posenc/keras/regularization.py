@@ -266,7 +266,7 @@ class RegularizedEncoding(AdditiveEncoding):
         what = "RegularizedEncoding"
         check_wrappable(isinstance(encoding, keras.layers.Layer) and callable(
                             getattr(encoding, "encoding", None)),
-                        type(encoding).__name__, kind="an absolute Keras layer", what=what)
+                        type(encoding).__name__, kind="an absolute positional encoding", what=what)
         dropout, channel_dropout, noise_std, self.seed = check_regularized(
             dropout, channel_dropout, noise_std, seed, what=what)
         noise_seed, dropout_seed, channel_seed = part_seeds(self.seed)

@@ -260,7 +260,7 @@ class RegularizedEncoding(AdditiveEncoding):
         what = "RegularizedEncoding"
         check_wrappable(isinstance(encoding, nn.Module) and callable(getattr(encoding, "encoding",
                                                                              None)),
-                        type(encoding).__name__, kind="an absolute nn.Module", what=what)
+                        type(encoding).__name__, kind="an absolute positional encoding", what=what)
         dropout, channel_dropout, noise_std, seed = check_regularized(
             dropout, channel_dropout, noise_std, seed, what=what)
         noise_seed, dropout_seed, channel_seed = part_seeds(seed)
