@@ -9,11 +9,11 @@ import keras  # noqa: F401  (marks this module: it runs again under KERAS_BACKEN
 import pytest
 
 MODULES = [
-    "posenc.core", "posenc.resample", "posenc.theory",
+    "posenc.core", "posenc.resample", "posenc.theory", "posenc.tasks",
     "posenc.torch.absolute", "posenc.torch.learned", "posenc.torch.regularization",
-    "posenc.torch.structured",
+    "posenc.torch.structured", "posenc.torch.tasks",
     "posenc.keras.absolute", "posenc.keras.learned", "posenc.keras.regularization",
-    "posenc.keras.structured",
+    "posenc.keras.structured", "posenc.keras.tasks",
 ]
 
 
