@@ -5,11 +5,11 @@
 * ``posenc.torch``: ``torch.nn.Module`` classes and functions on ``torch.Tensor``;
 * ``posenc.keras``: Keras 3 layers and functions written with ``keras.ops``.
 
-Framework-free helpers live here: :mod:`posenc.core` (NumPy formulas both faces
-share), :func:`posenc.pick_device` and :mod:`posenc.plotting`.
+Framework-free helpers live here: :mod:`posenc.sinusoidal`, :mod:`posenc.learned`, ... (the NumPy
+formulas and argument rules both faces share), :func:`posenc.pick_device` and :mod:`posenc.plotting`.
 """
 
-from posenc.core import sinusoidal_inv_freq, wavelengths
+from posenc.sinusoidal import sinusoidal_inv_freq, wavelengths
 from posenc.device import pick_device
 
 __version__ = "0.1.0"

@@ -6,6 +6,7 @@ Every error names the argument, the value it got, and how to fix it.
 from __future__ import annotations
 
 import math
+import numbers
 
 _LAYOUTS = ("interleaved", "concat")
 
@@ -121,3 +122,63 @@ def check_numeric_positions(dtype: str) -> None:
             "positions must be integers or floats, got dtype bool; a boolean tensor is a "
             "mask, not positions: pass the positions themselves (e.g. an arange)."
         )
+
+
+def check_number(name: str, value, *, what: str = "") -> float:
+    """``value`` as a finite float; booleans and non-numbers are refused."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{what + ': ' if what else ''}{name} must be a number, got {name}={value!r}.")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{what + ': ' if what else ''}{name} must be finite, got {name}={value!r}.")
+    return value
+
+
+def check_index_values(name: str, lowest: int, highest: int, limit: int, *, what: str,
+                       fix: str) -> None:
+    """Integer indices into a table of ``limit`` rows."""
+    if lowest < 0 or highest >= limit:
+        bad = lowest if lowest < 0 else highest
+        raise ValueError(
+            f"{what}: {name} must lie in 0 .. {limit - 1}, got {bad}; {fix}."
+        )
+
+
+def check_length(length: int, max_len: int, *, what: str,
+                 fix: str = "build it with a larger max_len") -> None:
+    """A sequence of ``length`` positions fits a table of ``max_len`` rows."""
+    if length > max_len:
+        raise ValueError(
+            f"{what}: sequence length {length} exceeds the table's max_len={max_len}; {fix}."
+        )
+
+
+def integer_positions_error(name: str, dtype: str, *, what: str) -> ValueError:
+    return ValueError(
+        f"{what}: {name} index a table, so they must be integers, got dtype {dtype}; "
+        "round them to integers, or use a sinusoidal encoding for fractional positions."
+    )
+
+
+def check_hw(name: str, hw, *, what: str) -> tuple[int, int]:
+    """A ``(height, width)`` pair of positive integers."""
+    ok = (isinstance(hw, (tuple, list)) and len(hw) == 2
+          and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v > 0
+                  for v in hw))
+    if not ok:
+        raise ValueError(
+            f"{what}: {name} must be a (height, width) pair of positive integers, "
+            f"got {name}={hw!r}."
+        )
+    return int(hw[0]), int(hw[1])
+
+
+def check_seed(seed, *, what: str):
+    """``None`` or a non-negative integer."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(
+            f"{what}: seed must be None or a non-negative integer, got seed={seed!r}."
+        )
+    return int(seed)

@@ -14,7 +14,7 @@ import numbers
 import numpy as np
 
 from posenc._checks import check_base, check_even_dim, check_layout, check_positive_int
-from posenc.core import sinusoidal_inv_freq
+from posenc.sinusoidal import sinusoidal_inv_freq
 
 __all__ = [
     "layout_permutation",

@@ -42,3 +42,13 @@ def test_documented(name):
         doc = inspect.getdoc(getattr(face, name)) or ""
         assert len(doc.splitlines()) >= 3, f"{face.__name__}.{name} needs a docstring"
         assert "Args:" in doc or "Call arguments:" in doc, f"{face.__name__}.{name}: no Args section"
+
+
+def test_family_module_names_are_shadowed_by_their_functions():
+    # ``posenc.torch.sinusoidal`` is the function; the module is reached by its full name.
+    import importlib
+
+    for face in (pt, pk):
+        assert callable(face.sinusoidal) and not inspect.ismodule(face.sinusoidal)
+        module = importlib.import_module(f"{face.__name__}.sinusoidal")
+        assert inspect.ismodule(module) and module.sinusoidal is face.sinusoidal

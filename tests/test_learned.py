@@ -12,8 +12,8 @@ from keras import ops
 import posenc.keras.learned as pk
 import posenc.torch.learned as pt
 import reference as ref
-from posenc.resample import interpolation_matrix
-from faces import dtype_name, numpy, tensor
+from posenc.learned import interpolation_matrix
+from faces import dtype_name, numpy, same_error, tensor
 
 FACES = {"torch": pt, "keras": pk}
 SETTINGS = settings(max_examples=25, deadline=None, derandomize=True)
@@ -540,3 +540,109 @@ def test_keras_mixed_precision(cls, kwargs, mixed_bfloat16):
     expected = x + numpy(layer.encoding(8))
     assert dtype_name(layer.encoding(8)) == "float32"
     np.testing.assert_allclose(numpy(out), expected, atol=0.1, rtol=2e-2)
+
+
+# ---------------------------------------------------------------------------
+# Tables from elsewhere: from_table, extended, the low-rank approximation.
+
+
+def test_learned_from_table_copies_the_table(face):
+    table = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)
+    source = tensor(face, table)
+    enc = FACES[face].LearnedEncoding.from_table(source, init_std=0.5)
+    assert (enc.max_len, enc.dim, enc.init_std) == (6, 4, 0.5)
+    np.testing.assert_array_equal(numpy(enc.table), table)
+    np.testing.assert_array_equal(numpy(enc.encoding(tensor(face, np.array([5, 0])))),
+                                  table[[5, 0]])
+    # a copy: changing the module leaves the source alone
+    randomize(face, enc.table, seed=1)
+    np.testing.assert_array_equal(numpy(source), table)
+    # from a NumPy array and from another module's weight
+    np.testing.assert_array_equal(numpy(FACES[face].LearnedEncoding.from_table(table).table), table)
+    again = FACES[face].LearnedEncoding.from_table(enc.table)
+    np.testing.assert_array_equal(numpy(again.table), numpy(enc.table))
+
+
+def test_learned_from_table_errors(face):
+    cls = FACES[face].LearnedEncoding
+    with pytest.raises(ValueError, match=r"LearnedEncoding.from_table: table must have rank 2"):
+        cls.from_table(tensor(face, np.zeros((2, 3, 4), np.float32)))
+    with pytest.raises(ValueError, match=r"LearnedEncoding.from_table: table must be a "
+                                         r"floating-point tensor, got dtype int"):
+        cls.from_table(tensor(face, np.zeros((3, 4), np.int32)))
+    with pytest.raises(ValueError, match="init_std must be a finite number greater than 0"):
+        cls.from_table(tensor(face, np.zeros((3, 4), np.float32)), init_std=0.0)
+
+
+def test_learned_extended_keeps_trained_rows(face):
+    enc = seeded(face, FACES[face].LearnedEncoding, 8, 64, init_std=0.1)
+    trained = randomize(face, enc.table)
+    longer = enc.extended(200, seed=3)
+    assert (longer.max_len, longer.dim, longer.init_std) == (200, 64, 0.1)
+    table = numpy(longer.table)
+    np.testing.assert_array_equal(table[:8], trained)          # exactly the trained rows
+    new = table[8:]                                            # drawn like a fresh table
+    assert np.abs(new).max() <= 2 * 0.1 + 1e-6
+    assert abs(new.std() - 0.1 * 0.88) < 0.01   # std of N(0, s) cut at 2s is 0.88 s
+    np.testing.assert_array_equal(numpy(enc.extended(200, seed=3).table), table)  # seeded
+    assert not np.array_equal(numpy(enc.extended(200, seed=4).table)[8:], new)
+    np.testing.assert_array_equal(numpy(enc.extended(8).table), trained)  # same length: a copy
+
+
+def test_learned_extended_errors(face):
+    enc = FACES[face].LearnedEncoding(8, 4)
+    with pytest.raises(ValueError, match=r"new_max_len must be at least max_len=8 .* got "
+                                         r"new_max_len=5; .*enc.resized\(5\).*table\[:5\]"):
+        enc.extended(5)
+    with pytest.raises(ValueError, match="new_max_len must be a positive integer"):
+        enc.extended(2.5)
+    with pytest.raises(ValueError, match="seed must be None or a non-negative integer"):
+        enc.extended(9, seed=-1)
+
+
+def test_torch_extended_and_from_table_keep_dtype_device_and_mode():
+    enc = pt.LearnedEncoding(4, 8).to(torch.bfloat16).eval()
+    longer = enc.extended(6, seed=0)
+    assert longer.table.dtype == torch.bfloat16 and not longer.training
+    assert torch.equal(longer.table[:4], enc.table)
+    copy = pt.LearnedEncoding.from_table(enc.table.detach())
+    assert copy.table.dtype == torch.bfloat16 and copy.table.requires_grad
+
+
+def test_low_rank_from_table_is_the_truncated_svd(face):
+    rng = np.random.default_rng(0)
+    table = rng.normal(size=(12, 7)).astype(np.float32)
+    u, s, vt = np.linalg.svd(table.astype(np.float64), full_matrices=False)
+    for rank in (1, 3, 7):
+        enc = FACES[face].LowRankEncoding.from_table(tensor(face, table), rank)
+        assert (enc.max_len, enc.dim, enc.rank) == (12, 7, rank)
+        best = (u[:, :rank] * s[:rank]) @ vt[:rank]
+        np.testing.assert_allclose(numpy(enc.encoding(12)), best, atol=1e-5)
+        # the balanced split: both factors carry sqrt(S)
+        np.testing.assert_allclose(np.linalg.norm(numpy(enc.left), axis=0), np.sqrt(s[:rank]),
+                                   rtol=1e-5)
+        np.testing.assert_allclose(np.linalg.norm(numpy(enc.right), axis=1), np.sqrt(s[:rank]),
+                                   rtol=1e-5)
+        # Eckart-Young: the error is the discarded singular values
+        err = np.linalg.norm(numpy(enc.encoding(12)) - table)
+        np.testing.assert_allclose(err, np.sqrt((s[rank:] ** 2).sum()), atol=1e-4)
+    with pytest.raises(ValueError, match=r"LowRankEncoding.from_table: rank=8 exceeds "
+                                         r"min\(max_len, dim\)=7"):
+        FACES[face].LowRankEncoding.from_table(tensor(face, table), 8)
+
+
+def test_plumbing_faces_agree():
+    rng = np.random.default_rng(1)
+    table = rng.normal(size=(10, 6)).astype(np.float32)
+    t = pt.LowRankEncoding.from_table(torch.as_tensor(table), 2)
+    k = pk.LowRankEncoding.from_table(ops.convert_to_tensor(table), 2)
+    for name in ("left", "right"):
+        np.testing.assert_allclose(numpy(getattr(t, name)), numpy(getattr(k, name)), atol=1e-6)
+    t = pt.LearnedEncoding.from_table(table).extended(12, seed=0)
+    k = pk.LearnedEncoding.from_table(table).extended(12, seed=0)
+    np.testing.assert_array_equal(numpy(t.table)[:10], numpy(k.table)[:10])
+    message = same_error(["torch", "keras"], lambda face: {"torch": t, "keras": k}[face].extended(3))
+    assert "new_max_len must be at least max_len=12" in message
+    message = same_error(["torch", "keras"], lambda face: FACES[face].LowRankEncoding.from_table(
+        tensor(face, table), 0))
+    assert "LowRankEncoding.from_table: rank must be at least 1" in message

@@ -13,7 +13,7 @@ from posenc import _checks
 
 
 def test_import_posenc_imports_no_framework():
-    code = ("import sys, posenc, posenc.core, posenc.interop, posenc.notebook, posenc.plotting; "
+    code = ("import sys, posenc, posenc.sinusoidal, posenc.learned, posenc.regularization, posenc.structured, posenc.interop, posenc.notebook, posenc.plotting; "
             "print(sorted(m for m in ('torch', 'keras', 'tensorflow', 'jax') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -13,10 +13,10 @@ from keras import ops
 import posenc.keras.regularization as kr
 import posenc.torch.regularization as tr
 from posenc.interop import copy_weights
-from posenc.keras.absolute import SinusoidalEncoding as KerasSinusoidal
-from posenc.keras.structured import LowRankEncoding as KerasLowRank
-from posenc.torch.absolute import SinusoidalEncoding as TorchSinusoidal
-from posenc.torch.structured import LowRankEncoding as TorchLowRank
+from posenc.keras.sinusoidal import SinusoidalEncoding as KerasSinusoidal
+from posenc.keras.learned import LowRankEncoding as KerasLowRank
+from posenc.torch.sinusoidal import SinusoidalEncoding as TorchSinusoidal
+from posenc.torch.learned import LowRankEncoding as TorchLowRank
 import faces
 from faces import dtype_name, np32, same_error
 

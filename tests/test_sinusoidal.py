@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from keras import ops
 
-import posenc.keras.absolute as pk
-import posenc.torch.absolute as pt
+import posenc.keras as pk
+import posenc.torch as pt
 import reference as ref
 from posenc.interop import copy_weights
 from faces import dtype_name, numpy, tensor
@@ -362,3 +362,46 @@ def test_keras_mixed_precision_keeps_float_positions(mixed_bfloat16):
     got = ops.convert_to_numpy(ops.cast(out, "float32"))[0]
     assert np.abs(got - want).max() < 1e-2
     assert np.abs(got - rounded).max() > 5e-2
+
+
+# --------------------------------------------------------------------------- stretched grids
+
+
+@pytest.mark.parametrize("face", ["torch", "keras"])
+def test_sinusoidal_2d_at_fractional_grid_coordinates(face):
+    mod = {"torch": pt, "keras": pk}[face]
+    dim, (h0, w0), (h, w) = 8, (3, 5), (4, 7)
+    got = np.asarray(mod.sinusoidal_2d(h, w, dim, trained_hw=(h0, w0)))
+    assert got.dtype == np.float32 and got.shape == (h * w, dim)
+    rows = (np.arange(h) + 0.5) * h0 / h - 0.5
+    cols = (np.arange(w) + 0.5) * w0 / w - 0.5
+    want = np.concatenate((ref.sinusoidal(np.repeat(rows, w), dim // 2),
+                           ref.sinusoidal(np.tile(cols, h), dim // 2)), axis=-1)
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    # the trained grid itself: exactly the integer table
+    np.testing.assert_array_equal(np.asarray(mod.sinusoidal_2d(h0, w0, dim, trained_hw=(h0, w0))),
+                                  np.asarray(mod.sinusoidal_2d(h0, w0, dim)))
+
+
+def test_sinusoidal_2d_stretched_is_what_resize_samples():
+    # linear resizing of a table that is linear in the coordinates reproduces them exactly,
+    # so the coordinates of trained_hw are the ones resize_table_2d samples (away from edges)
+    from posenc.learned import grid_resize_matrices
+    from posenc.sinusoidal import grid_coordinates
+
+    rows_m, cols_m = grid_resize_matrices((5 * 6, 1), (5, 6), (8, 9), 0, "bilinear")
+    rows, cols = grid_coordinates(8, 9, trained_hw=(5, 6))
+    inside = (rows >= 0) & (rows <= 4) & (cols >= 0) & (cols <= 5)
+    np.testing.assert_allclose((rows_m @ np.arange(5.0)).repeat(9)[inside], rows[inside])
+    np.testing.assert_allclose(np.tile(cols_m @ np.arange(6.0), 8)[inside], cols[inside])
+
+
+def test_sinusoidal_2d_faces_agree_when_stretched():
+    np.testing.assert_allclose(np.asarray(pt.sinusoidal_2d(24, 24, 16, trained_hw=(14, 14))),
+                               keras.ops.convert_to_numpy(
+                                   pk.sinusoidal_2d(24, 24, 16, trained_hw=(14, 14))), atol=1e-6)
+    for face, mod in (("torch", pt), ("keras", pk)):
+        for bad in ((14,), (14, 0), (14.0, 14), "14x14"):
+            with pytest.raises(ValueError, match=r"sinusoidal_2d: trained_hw must be a "
+                                                 r"\(height, width\) pair of positive integers"):
+                mod.sinusoidal_2d(4, 4, 8, trained_hw=bad)

@@ -10,13 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from keras import ops
 
-import posenc.keras.structured as ks
-import posenc.torch.structured as ts
+import posenc.keras as ks
+import posenc.torch as ts
 from posenc.interop import copy_weights
-from posenc.keras.absolute import sinusoidal as k_sinusoidal
-from posenc.keras.absolute import sinusoidal_2d as k_sinusoidal_2d
-from posenc.torch.absolute import sinusoidal as t_sinusoidal
-from posenc.torch.absolute import sinusoidal_2d as t_sinusoidal_2d
+from posenc.torch._util import can_inspect
+from posenc.keras.sinusoidal import sinusoidal as k_sinusoidal
+from posenc.keras.sinusoidal import sinusoidal_2d as k_sinusoidal_2d
+from posenc.torch.sinusoidal import sinusoidal as t_sinusoidal
+from posenc.torch.sinusoidal import sinusoidal_2d as t_sinusoidal_2d
 from faces import np32, same_error, tensor
 import reference as ref
 
@@ -690,9 +691,9 @@ def test_torch_data_checks_read_cpu_tensors_only():
     from types import SimpleNamespace
 
     on_gpu = SimpleNamespace(numel=lambda: 3, device=torch.device("cuda"))
-    assert not ts._can_inspect(on_gpu)
-    assert ts._can_inspect(torch.zeros(3))
-    assert not ts._can_inspect(torch.zeros(0))
+    assert not can_inspect(on_gpu)
+    assert can_inspect(torch.zeros(3))
+    assert not can_inspect(torch.zeros(0))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

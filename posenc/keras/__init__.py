@@ -6,10 +6,14 @@ Grouped by where a scheme enters the model: absolute (sinusoidal), learned
 structured (times, trees, modalities, low-rank tables) are all added to token embeddings.
 """
 
-from posenc.keras import absolute, learned, regularization, structured
-from posenc.keras.absolute import *  # noqa: F401,F403
+from posenc.keras import learned as _learned
+from posenc.keras import regularization as _regularization
+from posenc.keras import sinusoidal as _sinusoidal
+from posenc.keras import structured as _structured
+from posenc.keras.sinusoidal import *  # noqa: F401,F403
 from posenc.keras.learned import *  # noqa: F401,F403
 from posenc.keras.regularization import *  # noqa: F401,F403
 from posenc.keras.structured import *  # noqa: F401,F403
 
-__all__ = [*absolute.__all__, *learned.__all__, *regularization.__all__, *structured.__all__]
+__all__ = [*_sinusoidal.__all__, *_learned.__all__, *_regularization.__all__,
+           *_structured.__all__]

@@ -7,8 +7,10 @@ import numbers
 import keras
 from keras import ops
 
-from posenc import resample
 from posenc._checks import (
+    check_rank,
+    check_seed,
+    check_length,
     check_base,
     check_embeddings,
     check_even_dim,
@@ -16,10 +18,37 @@ from posenc._checks import (
     check_positive_int,
     check_positions_shape,
 )
-from posenc.keras._util import AdditiveEncoding, as_positions, dtype_of, wide_dtype
-from posenc.keras.absolute import sinusoidal
+from posenc.learned import (
+    check_extension,
+    low_rank_factors,
+    check_low_rank,
+    low_rank_init_std,
+    check_float_table,
+    check_init_std,
+    check_integer_positions,
+    length_fix,
+    check_position_range,
+    check_scale,
+    grid_resize_matrices,
+    table_resize_matrix,
+)
+from posenc.keras._util import (
+    AdditiveEncoding,
+    as_positions,
+    default_positions,
+    dtype_of,
+    table_positions,
+    wide_dtype,
+)
+from posenc.keras.sinusoidal import sinusoidal
 
-__all__ = ["resize_table", "resize_table_2d", "LearnedEncoding", "HybridEncoding"]
+__all__ = [
+    "resize_table",
+    "resize_table_2d",
+    "LearnedEncoding",
+    "HybridEncoding",
+    "LowRankEncoding",
+]
 
 
 def _apply(matrix, table):
@@ -33,13 +62,19 @@ def _apply(matrix, table):
                       ops.cast(table, wide))
 
 
+def _as_table(table, what: str):
+    table = ops.convert_to_tensor(table)
+    check_float_table(what, dtype_of(table))
+    return table
+
+
 def resize_table(table, new_length: int, *, mode: str = "linear"):
     """Resample a learned ``(length, dim)`` position table to ``new_length`` rows.
 
     Row ``j`` of the result interpolates the old table at position
     ``(j + 0.5) * length / new_length - 0.5``, as
     ``torch.nn.functional.interpolate(..., align_corners=False)`` does; the
-    weights are the matrix :func:`posenc.resample.interpolation_matrix`, applied
+    weights are the matrix :func:`posenc.learned.interpolation_matrix`, applied
     in float64, so the PyTorch face gives the same numbers. This is how a model
     trained on short sequences is given a longer table before fine-tuning on
     long ones; the stretched positions are only a starting point.
@@ -63,9 +98,8 @@ def resize_table(table, new_length: int, *, mode: str = "linear"):
         Devlin et al., "BERT: Pre-training of Deep Bidirectional Transformers
         for Language Understanding", NAACL 2019 (the learned table).
     """
-    table = ops.convert_to_tensor(table)
-    resample.check_float_table("resize_table", dtype_of(table))
-    matrix = resample.table_resize_matrix(tuple(table.shape), new_length, mode)
+    table = _as_table(table, "resize_table")
+    matrix = table_resize_matrix(tuple(table.shape), new_length, mode)
     return ops.cast(_apply(matrix, table), dtype_of(table))
 
 
@@ -75,7 +109,7 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0, mode: str 
     The table holds ``prefix_tokens`` rows that are not on the grid (the CLS
     token and the like) followed by a row-major ``old_h x old_w`` grid. The
     prefix rows are kept as they are; the grid is interpolated separably, one
-    :func:`posenc.resample.interpolation_matrix` per axis, in float64. ViT
+    :func:`posenc.learned.interpolation_matrix` per axis, in float64. ViT
     interpolates its table this way to fine-tune at a higher resolution than it
     was pre-trained at (Dosovitskiy et al., section 3.2; its released code
     interpolates linearly, ``mode="bilinear"`` here up to the grid-edge
@@ -101,9 +135,8 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0, mode: str 
         Dosovitskiy et al., "An Image is Worth 16x16 Words: Transformers for
         Image Recognition at Scale", ICLR 2021, section 3.2.
     """
-    table = ops.convert_to_tensor(table)
-    resample.check_float_table("resize_table_2d", dtype_of(table))
-    rows, cols = resample.grid_resize_matrices(tuple(table.shape), old_hw, new_hw,
+    table = _as_table(table, "resize_table_2d")
+    rows, cols = grid_resize_matrices(tuple(table.shape), old_hw, new_hw,
                                                prefix_tokens, mode)
     (old_h, old_w), dim = old_hw, table.shape[-1]
     prefix, grid = table[:prefix_tokens], table[prefix_tokens:]
@@ -129,15 +162,15 @@ def _positions(what: str, positions, max_len: int):
     """
     if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
         n = check_positive_int("positions", positions, fix="Pass a sequence length of at least 1.")
-        resample.check_length(what, n, max_len)
+        check_length(n, max_len, what=what, fix=length_fix(what, n))
         return ops.arange(n, dtype="int32")
     pos = as_positions(positions)
-    resample.check_integer_positions(what, dtype_of(pos))
+    check_integer_positions(what, dtype_of(pos))
     pos = ops.cast(pos, "int32")  # one index dtype on every backend (uint8, int8, ... too)
     if all(d != 0 for d in pos.shape):
         low, high = _known(ops.min(pos)), _known(ops.max(pos))
         if low is not None and high is not None:
-            resample.check_position_range(what, int(low), int(high), max_len)
+            check_position_range(what, int(low), int(high), max_len)
     return pos
 
 
@@ -217,7 +250,7 @@ class LearnedEncoding(AdditiveEncoding):
         super().__init__(**kwargs)
         self.max_len = check_positive_int("max_len", max_len)
         self.dim = check_positive_int("dim", dim)
-        self.init_std = resample.check_init_std(init_std)
+        self.init_std = check_init_std(init_std)
         # Read in float32 even under mixed precision: P is cast at the end.
         self.table = self.add_weight(
             shape=(self.max_len, self.dim), name="table", autocast=False,
@@ -263,6 +296,64 @@ class LearnedEncoding(AdditiveEncoding):
         """
         return self._with_table(resize_table_2d(self.table, old_hw, new_hw,
                                                 prefix_tokens=prefix_tokens, mode=mode))
+
+    @classmethod
+    def from_table(cls, table, *, init_std: float = 0.02) -> "LearnedEncoding":
+        """A new layer whose table is a copy of ``table``.
+
+        ``max_len`` and ``dim`` are read from the table's shape, so a table
+        trained elsewhere (another model, a checkpoint) or edited by hand
+        becomes a layer in one call.
+
+        Args:
+            table: ``(max_len, dim)`` floating-point tensor, array or variable.
+            init_std: the standard deviation of later draws (the new rows of
+                :meth:`extended`). Default ``0.02``.
+
+        Returns:
+            A ``LearnedEncoding(max_len, dim, init_std=init_std)`` holding a
+            copy of ``table`` (in the layer's variable dtype).
+
+        Example:
+            >>> enc = LearnedEncoding.from_table(keras.ops.zeros((16, 8)))
+            >>> (enc.max_len, enc.dim)
+            (16, 8)
+        """
+        what = "LearnedEncoding.from_table"
+        table = _as_table(table, what)
+        check_rank("table", table.shape, 2, what=what)
+        new = cls(*table.shape, init_std=init_std)
+        new.table.assign(ops.cast(table, new.table.dtype))
+        return new
+
+    def extended(self, new_max_len: int, *, seed: int | None = None) -> "LearnedEncoding":
+        """A copy with ``new_max_len`` rows: the trained rows kept, the new ones drawn.
+
+        Rows ``0 .. max_len-1`` equal this layer's table exactly; rows
+        ``max_len .. new_max_len-1`` are drawn like a fresh table (normal of
+        standard deviation ``init_std``, truncated at two standard deviations)
+        and must be learned. :meth:`resized` instead stretches the trained
+        rows over the new length, so no row stays where it was trained.
+
+        Args:
+            new_max_len: the new ``max_len``, at least ``max_len``.
+            seed: optional int for reproducible new rows. Default ``None``.
+
+        Returns:
+            A ``LearnedEncoding(new_max_len, dim, init_std=...)`` with this
+            layer's dtype policy (and a new name).
+
+        Example:
+            >>> enc = LearnedEncoding(8, 4)
+            >>> longer = enc.extended(12, seed=0)
+            >>> bool(keras.ops.all(longer.table[:8] == enc.table))
+            True
+        """
+        new_max_len = check_extension(self.max_len, new_max_len)
+        seed = check_seed(seed, what="LearnedEncoding.extended")
+        init = keras.initializers.TruncatedNormal(stddev=self.init_std, seed=seed)
+        rows = init((new_max_len - self.max_len, self.dim), dtype=self.table.dtype)
+        return self._with_table(ops.concatenate((ops.convert_to_tensor(self.table), rows), axis=0))
 
     def _with_table(self, table) -> "LearnedEncoding":
         config = self.get_config()
@@ -326,7 +417,7 @@ class HybridEncoding(AdditiveEncoding):
         check_layout(layout)
         self.base = check_base(base)
         self.layout = layout
-        self.initial_scale = resample.check_scale(scale)
+        self.initial_scale = check_scale(scale)
         self.scale = self.add_weight(
             shape=(), name="scale", autocast=False,
             initializer=keras.initializers.Constant(self.initial_scale))
@@ -351,4 +442,117 @@ class HybridEncoding(AdditiveEncoding):
         config = super().get_config()
         config.update({"max_len": self.max_len, "dim": self.dim, "base": self.base,
                        "layout": self.layout, "scale": self.initial_scale})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="posenc")
+class LowRankEncoding(AdditiveEncoding):
+    """A learned position table factorised as ``P = left @ right``.
+
+    A learned table has ``max_len * dim`` free numbers. A low-rank table is
+    one whose rows span only ``rank`` directions of the ``dim``-dimensional
+    space: ``left (max_len, rank) @ right (rank, dim)``, with
+    ``rank * (max_len + dim)`` parameters. Each position gets a
+    ``rank``-dimensional code, mapped to the model width by a shared
+    projection. The rank limits how many directions the rows use, not how
+    they change from one position to the next: neighbouring positions may
+    have unrelated codes, and no smoothness is implied. ``rank = min(max_len,
+    dim)`` can represent any table; :meth:`from_table` gives the best
+    approximation of a given table at a lower rank.
+
+    Args:
+        max_len: largest sequence length (rows of ``left``).
+        dim: feature dimension; must equal ``x.shape[-1]``.
+        rank: inner dimension, ``1 <= rank <= min(max_len, dim)``
+            (keyword-only).
+
+    Call arguments:
+        x: ``(batch, seq, dim)`` embeddings, ``seq <= max_len``.
+        positions: optional int ``(seq,)`` or ``(batch, seq)`` positions below
+            ``max_len``; default ``0 .. seq-1``.
+
+    Returns:
+        Tensor of the shape of ``x`` in the layer's compute dtype.
+
+    Weights:
+        left: ``(max_len, rank)``; right: ``(rank, dim)``. Both initialised
+        ``N(0, s^2)`` with ``s = sqrt(0.02 / sqrt(rank))``, so the entries of
+        ``P`` start with standard deviation 0.02, like a fresh learned table.
+
+    Example:
+        >>> enc = LowRankEncoding(128, 64, rank=8)
+        >>> enc.count_params()  # 8 * (128 + 64)
+        1536
+        >>> tuple(enc(keras.ops.zeros((2, 10, 64))).shape)
+        (2, 10, 64)
+    """
+
+    def __init__(self, max_len: int, dim: int, *, rank: int, **kwargs):
+        kwargs.setdefault("autocast", False)
+        super().__init__(**kwargs)
+        self.max_len, self.dim, self.rank = check_low_rank(max_len, dim, rank)
+        init = keras.initializers.RandomNormal(stddev=low_rank_init_std(self.rank))
+        self.left = self.add_weight(name="left", shape=(self.max_len, self.rank), initializer=init)
+        self.right = self.add_weight(name="right", shape=(self.rank, self.dim), initializer=init)
+        self.built = True
+
+    @classmethod
+    def from_table(cls, table, rank: int) -> "LowRankEncoding":
+        """The best rank-``rank`` approximation of a ``(max_len, dim)`` table.
+
+        The factors come from a truncated SVD of ``table`` in float64
+        (:func:`posenc.learned.low_rank_factors`): with ``table = U S V^T``,
+        ``left = U_r sqrt(S_r)`` and ``right = sqrt(S_r) V_r^T``, so
+        ``left @ right = U_r S_r V_r^T``, the closest rank-``rank`` table in
+        the Frobenius norm (Eckart & Young, 1936). Splitting ``S`` evenly keeps
+        both factors on the same scale.
+
+        Args:
+            table: ``(max_len, dim)`` floating-point tensor, array or variable.
+            rank: ``1 <= rank <= min(max_len, dim)``.
+
+        Returns:
+            A ``LowRankEncoding(max_len, dim, rank=rank)`` holding the factors.
+
+        Example:
+            >>> table = keras.ops.outer(keras.ops.arange(4.0), keras.ops.ones(3))  # rank 1
+            >>> enc = LowRankEncoding.from_table(table, 1)
+            >>> bool(keras.ops.all(keras.ops.isclose(enc.encoding(4), table, atol=1e-6)))
+            True
+
+        References:
+            Eckart & Young, "The approximation of one matrix by another of
+            lower rank", Psychometrika 1(3), 1936.
+        """
+        what = "LowRankEncoding.from_table"
+        table = _as_table(table, what)
+        check_rank("table", table.shape, 2, what=what)
+        left, right = low_rank_factors(ops.convert_to_numpy(ops.cast(table, "float32")), rank)
+        new = cls(*table.shape, rank=rank)
+        new.left.assign(ops.cast(left, new.left.dtype))
+        new.right.assign(ops.cast(right, new.right.dtype))
+        return new
+
+    def encoding(self, positions):
+        """``P`` (float32) for ``positions`` (an int length or an int tensor)."""
+        return self._rows(table_positions(positions, self.max_len, "LowRankEncoding"))
+
+    def _rows(self, pos):
+        left = ops.take(ops.cast(self.left, "float32"), pos, axis=0)
+        return ops.matmul(left, ops.cast(self.right, "float32"))
+
+    def call(self, x, positions=None):
+        what = "LowRankEncoding"
+        check_embeddings(what, x.shape, self.dim)
+        if positions is None:
+            if x.shape[-2] == 0:
+                return ops.cast(x, self.compute_dtype)
+            positions = default_positions(x, self.max_len, what)
+        pos = table_positions(positions, self.max_len, what)
+        check_positions_shape(what, pos.shape, x.shape)
+        return self.add_encoding(x, self._rows(pos))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"max_len": self.max_len, "dim": self.dim, "rank": self.rank})
         return config

@@ -13,9 +13,9 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from posenc._checks import check_embeddings, check_positions_shape
+from posenc._checks import check_embeddings, check_positions_shape, check_seed
 from posenc.keras._util import AdditiveEncoding, as_positions, dtype_of
-from posenc.structured_core import check_float_encoding, check_rate, check_seed, check_std
+from posenc.regularization import check_float_encoding, check_rate, check_std
 
 __all__ = ["EncodingDropout", "ChannelDropout", "GaussianNoise", "RegularizedEncoding"]
 
@@ -254,7 +254,7 @@ class RegularizedEncoding(AdditiveEncoding):
         Tensor of the shape of ``x`` in the layer's compute dtype.
 
     Example:
-        >>> from posenc.keras.absolute import SinusoidalEncoding
+        >>> from posenc.keras.sinusoidal import SinusoidalEncoding
         >>> enc = RegularizedEncoding(SinusoidalEncoding(16), dropout=0.1, seed=0)
         >>> tuple(enc(keras.ops.zeros((2, 5, 16)), training=True).shape)
         (2, 5, 16)

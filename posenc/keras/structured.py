@@ -19,8 +19,6 @@ import numbers
 import keras
 from keras import ops
 
-from posenc import core
-from posenc import structured_core as sc
 from posenc._checks import (
     check_embeddings,
     check_even_dim,
@@ -28,8 +26,29 @@ from posenc._checks import (
     check_positions_shape,
     check_positive_int,
 )
-from posenc.keras._util import AdditiveEncoding, as_positions, dtype_of, wide_dtype
-from posenc.keras.absolute import sinusoidal
+from posenc.sinusoidal import sinusoidal_inv_freq
+from posenc.structured import (
+    TABLE_INIT_STD,
+    check_mode,
+    check_numeric_timestamps,
+    check_paths_depth,
+    check_paths_values,
+    check_per_token_shape,
+    check_time_scale,
+    hierarchical_level_width,
+)
+from posenc.keras._util import (
+    AdditiveEncoding,
+    as_indices,
+    as_positions,
+    can_inspect,
+    check_indices,
+    dtype_of,
+    item,
+    table_positions,
+    wide_dtype,
+)
+from posenc.keras.sinusoidal import sinusoidal
 
 __all__ = [
     "ContinuousTimeEncoding",
@@ -38,96 +57,31 @@ __all__ = [
     "HierarchicalEncoding",
     "modality_positions",
     "MultimodalEncoding",
-    "LowRankEncoding",
 ]
 
 
 # --------------------------------------------------------------------------- helpers
 
-def _can_inspect(t) -> bool:
-    """Whether the values of ``t`` can be read now (not symbolic, traced or empty)."""
-    if isinstance(t, keras.KerasTensor) or any(d == 0 for d in t.shape):
-        return False
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        return tf.executing_eagerly()
-    if backend == "jax":
-        import jax
-
-        return not isinstance(t, jax.core.Tracer)
-    if backend == "torch":
-        import torch
-
-        compiling = getattr(torch.compiler, "is_compiling", lambda: False)()
-        return t.device.type != "meta" and not compiling
-    return True
-
-
-def _item(t) -> int:
-    """A scalar (a min, a max, a flag) read back as a Python int."""
-    return int(ops.convert_to_numpy(t))
-
-
-def _integer(t, name: str, what: str):
-    """``t`` as an int32 tensor (one index dtype on every backend), refusing other dtypes."""
-    t = ops.convert_to_tensor(t)
-    dtype = dtype_of(t)
-    if "int" not in dtype:
-        raise sc.integer_positions_error(name, dtype, what=what)
-    return ops.cast(t, "int32")
-
-
-def _check_index(t, name: str, limit: int, *, what: str, fix: str) -> None:
-    if _can_inspect(t):
-        sc.check_index_values(name, _item(ops.min(t)), _item(ops.max(t)), limit,
-                              what=what, fix=fix)
-
-
 def _check_paths(paths, max_depth: int, *, what: str, max_children: int | None = None):
-    paths = _integer(paths, "paths", what)
-    sc.check_paths_depth(paths.shape, max_depth, what=what)
-    if _can_inspect(paths):
+    paths = as_indices(paths, "paths", what)
+    check_paths_depth(paths.shape, max_depth, what=what)
+    if can_inspect(paths):
         gap = ops.any(ops.logical_and(paths[..., 1:] >= 0, paths[..., :-1] < 0))
-        sc.check_paths_values(_item(ops.min(paths)), _item(ops.max(paths)), _item(gap),
+        check_paths_values(item(ops.min(paths)), item(ops.max(paths)), item(gap),
                               what=what, max_children=max_children)
     return paths
-
-
-def _table_positions(positions, max_len: int, what: str):
-    """Integer positions (int32) for a table of ``max_len`` rows, checked."""
-    if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
-        n = check_positive_int("positions", positions, fix="Pass a sequence length of at least 1.")
-        sc.check_length(n, max_len, what=what)
-        return ops.arange(n, dtype="int32")
-    pos = _integer(as_positions(positions), "positions", what)
-    _check_index(pos, "positions", max_len, what=what,
-                 fix="build it with a larger max_len, or restart positions per modality "
-                     "with modality_positions(...)")
-    return pos
-
-
-def _default_positions(x, max_len: int | None, what: str):
-    """``0 .. seq-1`` for ``x`` (checked against ``max_len`` when the length is known)."""
-    seq = x.shape[-2]
-    if seq is not None:
-        if max_len is not None:
-            sc.check_length(seq, max_len, what=what)
-        return seq
-    return ops.arange(ops.shape(x)[-2], dtype="int32")
 
 
 def _timestamps(timestamps, what: str):
     """Numeric timestamps as a tensor; an int n stands for ``0 .. n-1``."""
     if isinstance(timestamps, bool) or not isinstance(timestamps, numbers.Integral):
         timestamps = ops.convert_to_tensor(timestamps)
-        sc.check_numeric_timestamps(dtype_of(timestamps), what=what)
+        check_numeric_timestamps(dtype_of(timestamps), what=what)
     return as_positions(timestamps, name="timestamps")
 
 
 def _per_token(name: str, t, x, *, what: str, each: str, trailing: str = "") -> None:
-    sc.check_per_token_shape(name, t.shape, x.shape, what=what, each=each, trailing=trailing)
+    check_per_token_shape(name, t.shape, x.shape, what=what, each=each, trailing=trailing)
 
 
 # --------------------------------------------------------------------------- time
@@ -179,9 +133,9 @@ class ContinuousTimeEncoding(AdditiveEncoding):
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
         self.dim = check_even_dim(dim)
-        self.time_scale = sc.check_time_scale(time_scale)
+        self.time_scale = check_time_scale(time_scale)
         check_layout(layout)
-        core.sinusoidal_inv_freq(dim, base)  # validates base
+        sinusoidal_inv_freq(dim, base)  # validates base
         self.base = float(base)
         self.layout = layout
         self.built = True
@@ -307,7 +261,7 @@ def hierarchical(paths, dim: int, *, max_depth: int, base: float = 10000.0):
         Shiv & Quirk, "Novel positional encodings to enable tree-based
         transformers", NeurIPS 2019.
     """
-    width = sc.hierarchical_level_width(dim, max_depth)
+    width = hierarchical_level_width(dim, max_depth)
     paths = _check_paths(paths, max_depth, what="hierarchical")
     present = ops.expand_dims(ops.cast(paths >= 0, "float32"), -1)
     pe = sinusoidal(ops.maximum(paths, 0), width, base=base) * present
@@ -363,7 +317,7 @@ class HierarchicalEncoding(AdditiveEncoding):
         self.dim = check_positive_int("dim", dim)
         self.level_tables = self.add_weight(
             name="level_tables", shape=(self.max_depth, self.max_children, self.dim),
-            initializer=keras.initializers.RandomNormal(stddev=sc.TABLE_INIT_STD))
+            initializer=keras.initializers.RandomNormal(stddev=TABLE_INIT_STD))
         self.built = True
 
     def encoding(self, paths):
@@ -380,7 +334,7 @@ class HierarchicalEncoding(AdditiveEncoding):
         what = "HierarchicalEncoding"
         check_embeddings(what, x.shape, self.dim)
         paths = ops.convert_to_tensor(paths)
-        sc.check_paths_depth(paths.shape, self.max_depth, what=what)
+        check_paths_depth(paths.shape, self.max_depth, what=what)
         _per_token("paths", paths, x, what=what, each="path", trailing="max_depth")
         return self.add_encoding(x, self.encoding(paths))
 
@@ -414,7 +368,7 @@ def modality_positions(modality_ids, *, num_modalities: int | None = None):
         >>> keras.ops.convert_to_numpy(modality_positions(ids)).tolist()
         [0, 1, 0, 1, 2, 2]
     """
-    ids = _integer(modality_ids, "modality_ids", "modality_positions")
+    ids = as_indices(modality_ids, "modality_ids", "modality_positions")
     if len(ids.shape) < 1:
         raise ValueError("modality_positions: modality_ids must be (..., seq), got a scalar.")
     if num_modalities is None:
@@ -423,7 +377,7 @@ def modality_positions(modality_ids, *, num_modalities: int | None = None):
         same = ops.equal(ops.expand_dims(ids, -1), ops.expand_dims(ids, -2))
         return ops.sum(ops.cast(ops.logical_and(same, earlier), "int32"), axis=-1)
     num_modalities = check_positive_int("num_modalities", num_modalities)
-    _check_index(ids, "modality_ids", num_modalities, what="modality_positions",
+    check_indices(ids, "modality_ids", num_modalities, what="modality_positions",
                  fix="pass a larger num_modalities, or none to count any ids")
     one_hot = ops.one_hot(ids, num_modalities, dtype="int32")
     counts = ops.sum(ops.cumsum(one_hot, axis=-2) * one_hot, axis=-1)
@@ -518,12 +472,12 @@ class MultimodalEncoding(AdditiveEncoding):
                  mode: str = "shared_offset", **kwargs):
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
-        self.mode = sc.check_mode(mode)
+        self.mode = check_mode(mode)
         self.dim = (check_positive_int("dim", dim) if mode == "per_modality"
                     else check_even_dim(dim, what=f"MultimodalEncoding(mode={mode!r})"))
         self.num_modalities = check_positive_int("num_modalities", num_modalities)
         self.max_len = check_positive_int("max_len", max_len)
-        init = keras.initializers.RandomNormal(stddev=sc.TABLE_INIT_STD)
+        init = keras.initializers.RandomNormal(stddev=TABLE_INIT_STD)
         if mode == "per_modality":
             self.modality_tables = self.add_weight(
                 name="modality_tables", shape=(self.num_modalities, self.max_len, self.dim),
@@ -541,16 +495,16 @@ class MultimodalEncoding(AdditiveEncoding):
         ``(*positions.shape, dim)``.
         """
         what = "MultimodalEncoding"
-        ids = _integer(modality_ids, "modality_ids", what)
+        ids = as_indices(modality_ids, "modality_ids", what)
         if len(ids.shape) < 1:
             raise ValueError(f"{what}: modality_ids must be (seq,) or (batch, seq), got a scalar.")
-        _check_index(ids, "modality_ids", self.num_modalities, what=what,
+        check_indices(ids, "modality_ids", self.num_modalities, what=what,
                      fix=f"build it with num_modalities={self.num_modalities + 1} or more")
         if positions is None:
             seq = ids.shape[-1]
             positions = seq if seq is not None else ops.arange(ops.shape(ids)[-1], dtype="int32")
         if self.mode == "per_modality":
-            positions = _table_positions(positions, self.max_len, what)
+            positions = table_positions(positions, self.max_len, what)
         else:
             positions = as_positions(positions)
         return _MODES[self.mode](self, ids, positions)
@@ -558,7 +512,7 @@ class MultimodalEncoding(AdditiveEncoding):
     def call(self, x, modality_ids, positions=None):
         what = "MultimodalEncoding"
         check_embeddings(what, x.shape, self.dim)
-        modality_ids = _integer(modality_ids, "modality_ids", what)
+        modality_ids = as_indices(modality_ids, "modality_ids", what)
         _per_token("modality_ids", modality_ids, x, what=what, each="modality id")
         if positions is None:
             if x.shape[-2] == 0:
@@ -572,78 +526,4 @@ class MultimodalEncoding(AdditiveEncoding):
         config = super().get_config()
         config.update({"dim": self.dim, "num_modalities": self.num_modalities,
                        "max_len": self.max_len, "mode": self.mode})
-        return config
-
-
-# --------------------------------------------------------------------------- low rank
-
-@keras.saving.register_keras_serializable(package="posenc")
-class LowRankEncoding(AdditiveEncoding):
-    """A learned position table factorised as ``P = left @ right``.
-
-    A learned table has ``max_len * dim`` free numbers, but trained tables
-    are close to low rank (their rows vary smoothly with the position), so
-    the factorisation ``left (max_len, rank) @ right (rank, dim)`` keeps
-    ``rank * (max_len + dim)`` parameters instead: each position gets a
-    ``rank``-dimensional code, mapped to the model width by a shared
-    projection. ``rank = min(max_len, dim)`` can represent any table.
-
-    Args:
-        max_len: largest sequence length (rows of ``left``).
-        dim: feature dimension; must equal ``x.shape[-1]``.
-        rank: inner dimension, ``1 <= rank <= min(max_len, dim)``
-            (keyword-only).
-
-    Call arguments:
-        x: ``(batch, seq, dim)`` embeddings, ``seq <= max_len``.
-        positions: optional int ``(seq,)`` or ``(batch, seq)`` positions below
-            ``max_len``; default ``0 .. seq-1``.
-
-    Returns:
-        Tensor of the shape of ``x`` in the layer's compute dtype.
-
-    Weights:
-        left: ``(max_len, rank)``; right: ``(rank, dim)``. Both initialised
-        ``N(0, s^2)`` with ``s = sqrt(0.02 / sqrt(rank))``, so the entries of
-        ``P`` start with standard deviation 0.02, like a fresh learned table.
-
-    Example:
-        >>> enc = LowRankEncoding(128, 64, rank=8)
-        >>> enc.count_params()  # 8 * (128 + 64)
-        1536
-        >>> tuple(enc(keras.ops.zeros((2, 10, 64))).shape)
-        (2, 10, 64)
-    """
-
-    def __init__(self, max_len: int, dim: int, *, rank: int, **kwargs):
-        kwargs.setdefault("autocast", False)
-        super().__init__(**kwargs)
-        self.max_len, self.dim, self.rank = sc.check_low_rank(max_len, dim, rank)
-        init = keras.initializers.RandomNormal(stddev=sc.low_rank_init_std(self.rank))
-        self.left = self.add_weight(name="left", shape=(self.max_len, self.rank), initializer=init)
-        self.right = self.add_weight(name="right", shape=(self.rank, self.dim), initializer=init)
-        self.built = True
-
-    def encoding(self, positions):
-        """``P`` (float32) for ``positions`` (an int length or an int tensor)."""
-        return self._rows(_table_positions(positions, self.max_len, "LowRankEncoding"))
-
-    def _rows(self, pos):
-        left = ops.take(ops.cast(self.left, "float32"), pos, axis=0)
-        return ops.matmul(left, ops.cast(self.right, "float32"))
-
-    def call(self, x, positions=None):
-        what = "LowRankEncoding"
-        check_embeddings(what, x.shape, self.dim)
-        if positions is None:
-            if x.shape[-2] == 0:
-                return ops.cast(x, self.compute_dtype)
-            positions = _default_positions(x, self.max_len, what)
-        pos = _table_positions(positions, self.max_len, what)
-        check_positions_shape(what, pos.shape, x.shape)
-        return self.add_encoding(x, self._rows(pos))
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"max_len": self.max_len, "dim": self.dim, "rank": self.rank})
         return config

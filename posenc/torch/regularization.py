@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from posenc._checks import check_embeddings, check_positions_shape
-from posenc.structured_core import check_float_encoding, check_rate, check_seed, check_std
+from posenc._checks import check_embeddings, check_positions_shape, check_seed
+from posenc.regularization import check_float_encoding, check_rate, check_std
 from posenc.torch._util import as_positions
 
 __all__ = ["EncodingDropout", "ChannelDropout", "GaussianNoise", "RegularizedEncoding"]
@@ -251,7 +251,7 @@ class RegularizedEncoding(nn.Module):
         Tensor of the shape and dtype of ``x``.
 
     Example:
-        >>> from posenc.torch.absolute import SinusoidalEncoding
+        >>> from posenc.torch.sinusoidal import SinusoidalEncoding
         >>> enc = RegularizedEncoding(SinusoidalEncoding(16), dropout=0.1, seed=0)
         >>> enc(torch.zeros(2, 5, 16)).shape
         torch.Size([2, 5, 16])

@@ -13,8 +13,6 @@ import numbers
 import torch
 from torch import nn
 
-from posenc import core
-from posenc import structured_core as sc
 from posenc._checks import (
     check_embeddings,
     check_even_dim,
@@ -22,8 +20,26 @@ from posenc._checks import (
     check_positions_shape,
     check_positive_int,
 )
-from posenc.torch._util import as_positions, wide_dtype
-from posenc.torch.absolute import sinusoidal
+from posenc.sinusoidal import sinusoidal_inv_freq
+from posenc.structured import (
+    TABLE_INIT_STD,
+    check_mode,
+    check_numeric_timestamps,
+    check_paths_depth,
+    check_paths_values,
+    check_per_token_shape,
+    check_time_scale,
+    hierarchical_level_width,
+)
+from posenc.torch._util import (
+    as_indices,
+    as_positions,
+    can_inspect,
+    check_indices,
+    table_positions,
+    wide_dtype,
+)
+from posenc.torch.sinusoidal import sinusoidal
 
 __all__ = [
     "ContinuousTimeEncoding",
@@ -32,60 +48,19 @@ __all__ = [
     "HierarchicalEncoding",
     "modality_positions",
     "MultimodalEncoding",
-    "LowRankEncoding",
 ]
 
 
 # --------------------------------------------------------------------------- helpers
-# The data checks (ranges of indices, well-formed paths) read numbers back from the
-# tensor, so they run on CPU tensors only: on an accelerator they would stop the host
-# once per forward (and break a compiled graph). There an out-of-range index stops the
-# gather with a device-side error instead.
-
-_is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
-
-
-def _can_inspect(t: torch.Tensor) -> bool:
-    """Whether data-dependent checks may read ``t``: a non-empty CPU tensor, not compiling."""
-    return t.numel() > 0 and t.device.type == "cpu" and not _is_compiling()
-
-
-def _integer(t, name: str, what: str) -> torch.Tensor:
-    """``t`` as an int64 tensor (so uint8 is never read as a mask), refusing other dtypes."""
-    t = t if torch.is_tensor(t) else torch.as_tensor(t)
-    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
-        raise sc.integer_positions_error(name, str(t.dtype).replace("torch.", ""), what=what)
-    return t.to(torch.long)
-
-
-def _check_index(t: torch.Tensor, name: str, limit: int, *, what: str, fix: str) -> None:
-    if _can_inspect(t):
-        lo, hi = torch.aminmax(t)
-        sc.check_index_values(name, int(lo), int(hi), limit, what=what, fix=fix)
-
-
 def _check_paths(paths, max_depth: int, *, what: str,
                  max_children: int | None = None) -> torch.Tensor:
-    paths = _integer(paths, "paths", what)
-    sc.check_paths_depth(paths.shape, max_depth, what=what)
-    if _can_inspect(paths):
+    paths = as_indices(paths, "paths", what)
+    check_paths_depth(paths.shape, max_depth, what=what)
+    if can_inspect(paths):
         lo, hi = torch.aminmax(paths)
         gap = bool(((paths[..., 1:] >= 0) & (paths[..., :-1] < 0)).any())
-        sc.check_paths_values(int(lo), int(hi), gap, what=what, max_children=max_children)
+        check_paths_values(int(lo), int(hi), gap, what=what, max_children=max_children)
     return paths
-
-
-def _table_positions(positions, max_len: int, what: str, device) -> torch.Tensor:
-    """Integer positions (int64, on ``device``) for a table of ``max_len`` rows, checked."""
-    if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
-        n = check_positive_int("positions", positions, fix="Pass a sequence length of at least 1.")
-        sc.check_length(n, max_len, what=what)
-        return torch.arange(n, device=device)
-    pos = _integer(as_positions(positions), "positions", what)
-    _check_index(pos, "positions", max_len, what=what,
-                 fix="build it with a larger max_len, or restart positions per modality "
-                     "with modality_positions(...)")
-    return pos.to(device)
 
 
 def _timestamps(timestamps, what: str, device=None) -> torch.Tensor:
@@ -94,13 +69,13 @@ def _timestamps(timestamps, what: str, device=None) -> torch.Tensor:
                                             or torch.is_tensor(timestamps)):
         timestamps = torch.as_tensor(timestamps)
     if torch.is_tensor(timestamps):
-        sc.check_numeric_timestamps(str(timestamps.dtype).replace("torch.", ""), what=what)
+        check_numeric_timestamps(str(timestamps.dtype).replace("torch.", ""), what=what)
     return as_positions(timestamps, device=device, name="timestamps")
 
 
 def _per_token(name: str, t: torch.Tensor, x: torch.Tensor, *, what: str, each: str,
                trailing: str = "") -> None:
-    sc.check_per_token_shape(name, t.shape, x.shape, what=what, each=each, trailing=trailing)
+    check_per_token_shape(name, t.shape, x.shape, what=what, each=each, trailing=trailing)
 
 
 # --------------------------------------------------------------------------- time
@@ -149,9 +124,9 @@ class ContinuousTimeEncoding(nn.Module):
                  layout: str = "interleaved"):
         super().__init__()
         self.dim = check_even_dim(dim)
-        self.time_scale = sc.check_time_scale(time_scale)
+        self.time_scale = check_time_scale(time_scale)
         check_layout(layout)
-        core.sinusoidal_inv_freq(dim, base)  # validates base
+        sinusoidal_inv_freq(dim, base)  # validates base
         self.base = float(base)
         self.layout = layout
 
@@ -273,7 +248,7 @@ def hierarchical(paths, dim: int, *, max_depth: int, base: float = 10000.0) -> t
         Shiv & Quirk, "Novel positional encodings to enable tree-based
         transformers", NeurIPS 2019.
     """
-    width = sc.hierarchical_level_width(dim, max_depth)
+    width = hierarchical_level_width(dim, max_depth)
     paths = _check_paths(paths, max_depth, what="hierarchical")
     present = (paths >= 0)[..., None]
     pe = sinusoidal(paths.clamp(min=0), width, base=base)  # (..., max_depth, width)
@@ -329,7 +304,7 @@ class HierarchicalEncoding(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        nn.init.normal_(self.level_tables, std=sc.TABLE_INIT_STD)
+        nn.init.normal_(self.level_tables, std=TABLE_INIT_STD)
 
     def extra_repr(self) -> str:
         return f"max_depth={self.max_depth}, max_children={self.max_children}, dim={self.dim}"
@@ -347,7 +322,7 @@ class HierarchicalEncoding(nn.Module):
         what = "HierarchicalEncoding"
         check_embeddings(what, x.shape, self.dim)
         paths = paths if torch.is_tensor(paths) else torch.as_tensor(paths)
-        sc.check_paths_depth(paths.shape, self.max_depth, what=what)
+        check_paths_depth(paths.shape, self.max_depth, what=what)
         _per_token("paths", paths, x, what=what, each="path", trailing="max_depth")
         return x + self.encoding(paths).to(device=x.device, dtype=x.dtype)
 
@@ -374,7 +349,7 @@ def modality_positions(modality_ids, *, num_modalities: int | None = None) -> to
         >>> modality_positions(torch.tensor([0, 0, 1, 1, 1, 0]))
         tensor([0, 1, 0, 1, 2, 2])
     """
-    ids = _integer(modality_ids, "modality_ids", "modality_positions")
+    ids = as_indices(modality_ids, "modality_ids", "modality_positions")
     if ids.dim() < 1:
         raise ValueError("modality_positions: modality_ids must be (..., seq), got a scalar.")
     if num_modalities is None:
@@ -383,7 +358,7 @@ def modality_positions(modality_ids, *, num_modalities: int | None = None) -> to
         earlier = torch.ones(seq, seq, dtype=torch.bool, device=ids.device).tril(-1)
         return (same & earlier).sum(dim=-1)
     num_modalities = check_positive_int("num_modalities", num_modalities)
-    _check_index(ids, "modality_ids", num_modalities, what="modality_positions",
+    check_indices(ids, "modality_ids", num_modalities, what="modality_positions",
                  fix="pass a larger num_modalities, or none to count any ids")
     one_hot = nn.functional.one_hot(ids, num_modalities)
     return (one_hot.cumsum(dim=-2) * one_hot).sum(dim=-1) - 1
@@ -473,7 +448,7 @@ class MultimodalEncoding(nn.Module):
     def __init__(self, dim: int, *, num_modalities: int, max_len: int,
                  mode: str = "shared_offset"):
         super().__init__()
-        self.mode = sc.check_mode(mode)
+        self.mode = check_mode(mode)
         self.dim = (check_positive_int("dim", dim) if mode == "per_modality"
                     else check_even_dim(dim, what=f"MultimodalEncoding(mode={mode!r})"))
         self.num_modalities = check_positive_int("num_modalities", num_modalities)
@@ -487,7 +462,7 @@ class MultimodalEncoding(nn.Module):
 
     def reset_parameters(self) -> None:
         for p in self.parameters():
-            nn.init.normal_(p, std=sc.TABLE_INIT_STD)
+            nn.init.normal_(p, std=TABLE_INIT_STD)
 
     def extra_repr(self) -> str:
         return (f"dim={self.dim}, num_modalities={self.num_modalities}, "
@@ -500,10 +475,10 @@ class MultimodalEncoding(nn.Module):
         ``(*positions.shape, dim)``.
         """
         what = "MultimodalEncoding"
-        ids = _integer(modality_ids, "modality_ids", what)
+        ids = as_indices(modality_ids, "modality_ids", what)
         if ids.dim() < 1:
             raise ValueError(f"{what}: modality_ids must be (seq,) or (batch, seq), got a scalar.")
-        _check_index(ids, "modality_ids", self.num_modalities, what=what,
+        check_indices(ids, "modality_ids", self.num_modalities, what=what,
                      fix=f"build it with num_modalities={self.num_modalities + 1} or more")
         device = (ids.device if self.mode == "shared"
                   else next(self.parameters()).device)
@@ -511,7 +486,7 @@ class MultimodalEncoding(nn.Module):
         if positions is None:
             positions = ids.shape[-1]
         if self.mode == "per_modality":
-            positions = _table_positions(positions, self.max_len, what, device)
+            positions = table_positions(positions, self.max_len, what, device)
         else:
             positions = as_positions(positions, device=device).to(device)
         return _MODES[self.mode](self, ids, positions)
@@ -519,7 +494,7 @@ class MultimodalEncoding(nn.Module):
     def forward(self, x: torch.Tensor, modality_ids, positions=None) -> torch.Tensor:
         what = "MultimodalEncoding"
         check_embeddings(what, x.shape, self.dim)
-        modality_ids = _integer(modality_ids, "modality_ids", what)
+        modality_ids = as_indices(modality_ids, "modality_ids", what)
         _per_token("modality_ids", modality_ids, x, what=what, each="modality id")
         if positions is None:
             if x.shape[-2] == 0:
@@ -528,78 +503,3 @@ class MultimodalEncoding(nn.Module):
             positions = as_positions(positions)
             check_positions_shape(what, positions.shape, x.shape)
         return x + self.encoding(modality_ids, positions).to(device=x.device, dtype=x.dtype)
-
-
-# --------------------------------------------------------------------------- low rank
-
-class LowRankEncoding(nn.Module):
-    """A learned position table factorised as ``P = left @ right``.
-
-    A learned table has ``max_len * dim`` free numbers, but trained tables
-    are close to low rank (their rows vary smoothly with the position), so
-    the factorisation ``left (max_len, rank) @ right (rank, dim)`` keeps
-    ``rank * (max_len + dim)`` parameters instead: each position gets a
-    ``rank``-dimensional code, mapped to the model width by a shared
-    projection. ``rank = min(max_len, dim)`` can represent any table.
-
-    Args:
-        max_len: largest sequence length (rows of ``left``).
-        dim: feature dimension; must equal ``x.shape[-1]``.
-        rank: inner dimension, ``1 <= rank <= min(max_len, dim)``
-            (keyword-only).
-
-    Call arguments:
-        x: ``(batch, seq, dim)`` embeddings, ``seq <= max_len``.
-        positions: optional int ``(seq,)`` or ``(batch, seq)`` positions below
-            ``max_len``; default ``0 .. seq-1``.
-
-    Returns:
-        Tensor of the shape and dtype of ``x``.
-
-    Weights:
-        left: ``(max_len, rank)``; right: ``(rank, dim)``. Both initialised
-        ``N(0, s^2)`` with ``s = sqrt(0.02 / sqrt(rank))``, so the entries of
-        ``P`` start with standard deviation 0.02, like a fresh learned table.
-
-    Example:
-        >>> enc = LowRankEncoding(128, 64, rank=8)
-        >>> sum(p.numel() for p in enc.parameters())  # 8 * (128 + 64)
-        1536
-        >>> enc(torch.zeros(2, 10, 64)).shape
-        torch.Size([2, 10, 64])
-    """
-
-    def __init__(self, max_len: int, dim: int, *, rank: int):
-        super().__init__()
-        self.max_len, self.dim, self.rank = sc.check_low_rank(max_len, dim, rank)
-        self.left = nn.Parameter(torch.empty(self.max_len, self.rank))
-        self.right = nn.Parameter(torch.empty(self.rank, self.dim))
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        std = sc.low_rank_init_std(self.rank)
-        nn.init.normal_(self.left, std=std)
-        nn.init.normal_(self.right, std=std)
-
-    def extra_repr(self) -> str:
-        return f"max_len={self.max_len}, dim={self.dim}, rank={self.rank}"
-
-    def encoding(self, positions) -> torch.Tensor:
-        """``P`` (float32) for ``positions`` (an int length or an int tensor)."""
-        return self._rows(_table_positions(positions, self.max_len, "LowRankEncoding",
-                                           self.left.device))
-
-    def _rows(self, pos: torch.Tensor) -> torch.Tensor:
-        with torch.autocast(device_type=self.left.device.type, enabled=False):
-            return self.left.float()[pos] @ self.right.float()
-
-    def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
-        what = "LowRankEncoding"
-        check_embeddings(what, x.shape, self.dim)
-        if positions is None:
-            if x.shape[-2] == 0:
-                return x
-            positions = x.shape[-2]
-        pos = _table_positions(positions, self.max_len, what, self.left.device)
-        check_positions_shape(what, pos.shape, x.shape)
-        return x + self._rows(pos).to(device=x.device, dtype=x.dtype)

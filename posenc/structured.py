@@ -1,4 +1,4 @@
-"""Framework-free parts of the regularised and structured encodings.
+"""Structured positions (framework-free): times, trees, modalities.
 
 Argument validation that both faces share (so PyTorch and Keras raise the same
 messages) and the small NumPy formulas that do not depend on the data. The data
@@ -8,63 +8,16 @@ computes from its own tensors, so no tensor ever has to leave its framework.
 
 from __future__ import annotations
 
-import math
-import numbers
-
-from posenc._checks import check_positions_shape, check_positive_int
+from posenc._checks import check_number, check_positions_shape, check_positive_int
+from posenc.learned import TABLE_INIT_STD  # noqa: F401  (the tables here start like a learned one)
 
 #: The ways :class:`MultimodalEncoding` can share positions between modalities.
 MULTIMODAL_MODES = ("shared", "per_modality", "shared_offset")
 
-#: Standard deviation of a freshly initialised learned table (BERT, GPT-2).
-TABLE_INIT_STD = 0.02
-
-
-def _plain_number(name: str, value, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{what}: {name} must be a number, got {name}={value!r}.")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{what}: {name} must be finite, got {name}={value!r}.")
-    return value
-
-
-def check_rate(name: str, value, *, what: str) -> float:
-    """A drop probability in ``[0, 1)``."""
-    rate = _plain_number(name, value, what)
-    if not 0.0 <= rate < 1.0:
-        raise ValueError(
-            f"{what}: {name} must be in [0, 1) (the probability of dropping an entry), "
-            f"got {name}={value!r}; use a small value such as 0.1, or 0 to switch it off."
-        )
-    return rate
-
-
-def check_std(name: str, value, *, what: str) -> float:
-    """A noise standard deviation, ``>= 0``."""
-    std = _plain_number(name, value, what)
-    if std < 0.0:
-        raise ValueError(
-            f"{what}: {name} must be >= 0 (a standard deviation), got {name}={value!r}; "
-            "use a small positive value such as 0.02, or 0 to switch the noise off."
-        )
-    return std
-
-
-def check_seed(seed, *, what: str):
-    """``None`` or a non-negative integer."""
-    if seed is None:
-        return None
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(
-            f"{what}: seed must be None or a non-negative integer, got seed={seed!r}."
-        )
-    return int(seed)
-
 
 def check_time_scale(time_scale) -> float:
     """The unit of time, a finite number greater than 0."""
-    value = _plain_number("time_scale", time_scale, "ContinuousTimeEncoding")
+    value = check_number("time_scale", time_scale, what="ContinuousTimeEncoding")
     if value <= 0.0:
         raise ValueError(
             f"ContinuousTimeEncoding: time_scale must be greater than 0 (timestamps are divided "
@@ -159,41 +112,6 @@ def check_numeric_timestamps(dtype: str, *, what: str) -> None:
         )
 
 
-def check_float_encoding(what: str, dtype: str) -> None:
-    """A regulariser scales and perturbs ``P``: an integer ``P`` would be truncated."""
-    if "float" not in dtype:
-        raise ValueError(
-            f"{what}: the encoding must be a floating-point tensor, got dtype {dtype}; "
-            "pass the encoding P itself (float32, bfloat16, ...), or cast it first."
-        )
-
-
-def check_index_values(name: str, lowest: int, highest: int, limit: int, *, what: str,
-                       fix: str) -> None:
-    """Integer indices into a table of ``limit`` rows."""
-    if lowest < 0 or highest >= limit:
-        bad = lowest if lowest < 0 else highest
-        raise ValueError(
-            f"{what}: {name} must lie in 0 .. {limit - 1}, got {bad}; {fix}."
-        )
-
-
-def check_length(length: int, max_len: int, *, what: str) -> None:
-    """A sequence fits a table of ``max_len`` rows."""
-    if length > max_len:
-        raise ValueError(
-            f"{what}: sequence length {length} exceeds the table's max_len={max_len}; "
-            "build it with a larger max_len."
-        )
-
-
-def integer_positions_error(name: str, dtype: str, *, what: str) -> ValueError:
-    return ValueError(
-        f"{what}: {name} index a table, so they must be integers, got dtype {dtype}; "
-        "round them to integers, or use a sinusoidal encoding for fractional positions."
-    )
-
-
 def check_mode(mode) -> str:
     if mode not in MULTIMODAL_MODES:
         raise ValueError(
@@ -201,34 +119,3 @@ def check_mode(mode) -> str:
             f"{', '.join(repr(m) for m in MULTIMODAL_MODES)}, got mode={mode!r}."
         )
     return mode
-
-
-def check_low_rank(max_len, dim, rank) -> tuple[int, int, int]:
-    """``1 <= rank <= min(max_len, dim)``."""
-    max_len = check_positive_int("max_len", max_len)
-    dim = check_positive_int("dim", dim)
-    full = min(max_len, dim)
-    if isinstance(rank, bool) or not isinstance(rank, numbers.Integral):
-        raise ValueError(f"LowRankEncoding: rank must be an integer, got rank={rank!r}.")
-    rank = int(rank)
-    if rank < 1:
-        raise ValueError(
-            f"LowRankEncoding: rank must be at least 1, got rank={rank}; "
-            f"use a rank from 1 to min(max_len, dim)={full}."
-        )
-    if rank > full:
-        raise ValueError(
-            f"LowRankEncoding: rank={rank} exceeds min(max_len, dim)={full}; a rank of {full} "
-            "already represents every (max_len, dim) table, so more only adds parameters. "
-            f"Use rank <= {full}."
-        )
-    return max_len, dim, rank
-
-
-def low_rank_init_std(rank: int, target: float = TABLE_INIT_STD) -> float:
-    """Standard deviation of each factor so that ``left @ right`` has std ``target``.
-
-    With independent ``N(0, s^2)`` entries, each entry of the product is a sum
-    of ``rank`` terms of variance ``s^4``, so ``s = sqrt(target / sqrt(rank))``.
-    """
-    return math.sqrt(target / math.sqrt(rank))

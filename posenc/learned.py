@@ -25,10 +25,13 @@ import numbers
 
 import numpy as np
 
-from posenc._checks import check_positive_int
+from posenc._checks import check_hw, check_positive_int
 
 __all__ = [
     "CUBIC_A",
+    "source_coordinates",
+    "low_rank_factors",
+    "TABLE_INIT_STD",
     "MODES_1D",
     "MODES_2D",
     "interpolation_matrix",
@@ -36,8 +39,25 @@ __all__ = [
     "grid_resize_matrices",
 ]
 
+#: Standard deviation of a freshly initialised learned table (BERT, GPT-2, ViT).
+TABLE_INIT_STD = 0.02
+
 #: The cubic convolution parameter of PyTorch's and timm's bicubic resize.
 CUBIC_A = -0.75
+
+
+def source_coordinates(old: int, new: int) -> np.ndarray:
+    """Where the ``new`` output samples sit on the ``old`` input grid (float64).
+
+    Output sample ``j`` sits at input coordinate ``(j + 0.5) * old / new - 0.5``:
+    half-pixel centres, ``align_corners=False``. ``old == new`` gives ``0 .. new-1``
+    exactly.
+
+    Example:
+        >>> source_coordinates(2, 4)
+        array([-0.25,  0.25,  0.75,  1.25])
+    """
+    return (np.arange(new) + 0.5) * (old / new) - 0.5
 
 
 def _nearest(old: int, new: int) -> np.ndarray:
@@ -49,7 +69,7 @@ def _nearest(old: int, new: int) -> np.ndarray:
 
 
 def _linear(old: int, new: int) -> np.ndarray:
-    src = np.maximum((np.arange(new) + 0.5) * (old / new) - 0.5, 0.0)
+    src = np.maximum(source_coordinates(old, new), 0.0)
     left = np.minimum(np.floor(src).astype(np.int64), old - 1)
     right = np.minimum(left + 1, old - 1)
     frac = src - left
@@ -73,7 +93,7 @@ def _cubic_weights(t: np.ndarray, a: float = CUBIC_A) -> np.ndarray:
 
 
 def _cubic(old: int, new: int) -> np.ndarray:
-    src = (np.arange(new) + 0.5) * (old / new) - 0.5
+    src = source_coordinates(old, new)
     base = np.floor(src)
     weights = _cubic_weights(src - base)  # (new, 4)
     taps = np.clip(base.astype(np.int64)[:, None] + np.arange(-1, 3), 0, old - 1)
@@ -170,18 +190,6 @@ def table_resize_matrix(shape, new_length, mode: str = "linear") -> np.ndarray:
     return interpolation_matrix(shape[0], new_length, mode)
 
 
-def _check_hw(name: str, hw) -> tuple[int, int]:
-    ok = (isinstance(hw, (tuple, list)) and len(hw) == 2
-          and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v > 0
-                  for v in hw))
-    if not ok:
-        raise ValueError(
-            f"resize_table_2d: {name} must be a (height, width) pair of positive integers, "
-            f"got {name}={hw!r}."
-        )
-    return int(hw[0]), int(hw[1])
-
-
 def grid_resize_matrices(shape, old_hw, new_hw, prefix_tokens: int = 0,
                          mode: str = "bicubic") -> tuple[np.ndarray, np.ndarray]:
     """Check the arguments of ``resize_table_2d`` and return its two matrices.
@@ -205,8 +213,8 @@ def grid_resize_matrices(shape, old_hw, new_hw, prefix_tokens: int = 0,
             f"resize_table_2d: table must have rank 2, (prefix_tokens + height * width, dim), "
             f"got shape {shape} (rank {len(shape)}); flatten the grid row-major first."
         )
-    old_h, old_w = _check_hw("old_hw", old_hw)
-    new_h, new_w = _check_hw("new_hw", new_hw)
+    old_h, old_w = check_hw("old_hw", old_hw, what="resize_table_2d")
+    new_h, new_w = check_hw("new_hw", new_hw, what="resize_table_2d")
     if (isinstance(prefix_tokens, bool) or not isinstance(prefix_tokens, numbers.Integral)
             or prefix_tokens < 0):
         raise ValueError(
@@ -264,21 +272,13 @@ def check_scale(scale) -> float:
     return value
 
 
-def _fix(what: str, need: int) -> str:
+def length_fix(what: str, need: int) -> str:
+    """How to fit ``need`` positions into a table module that is too short."""
     if what == "LearnedEncoding":
         return (f"build it with a larger max_len, or stretch a trained table with "
                 f"enc.resized({need}) (resize_table; resize_table_2d for a ViT grid)")
     return (f"build it with a larger max_len, or stretch a trained offset table with "
             f"resize_table(enc.offset, {need})")
-
-
-def check_length(what: str, length: int, max_len: int) -> None:
-    """Raise if a sequence of ``length`` positions does not fit a table of ``max_len`` rows."""
-    if length > max_len:
-        raise ValueError(
-            f"{what}: sequence length {length} exceeds the table's max_len={max_len}; "
-            f"{_fix(what, length)}."
-        )
 
 
 def check_position_range(what: str, low: int, high: int, max_len: int) -> None:
@@ -287,7 +287,7 @@ def check_position_range(what: str, low: int, high: int, max_len: int) -> None:
         raise ValueError(
             f"{what}: positions must lie in 0 .. {max_len - 1} (the table's max_len={max_len}), "
             f"got positions from {low} to {high}; negative positions have no row, and for "
-            f"larger ones {_fix(what, max(high + 1, max_len))}."
+            f"larger ones {length_fix(what, max(high + 1, max_len))}."
         )
 
 
@@ -307,3 +307,85 @@ def check_float_table(what: str, dtype: str) -> None:
             f"{what}: table must be a floating-point tensor, got dtype {dtype}; interpolation "
             "would truncate it. Cast it first, e.g. table.float()."
         )
+
+
+# ---------------------------------------------------------------------------
+# The low-rank table.
+
+
+def check_low_rank(max_len, dim, rank, *, what: str = "LowRankEncoding") -> tuple[int, int, int]:
+    """``1 <= rank <= min(max_len, dim)``."""
+    max_len = check_positive_int("max_len", max_len)
+    dim = check_positive_int("dim", dim)
+    full = min(max_len, dim)
+    if isinstance(rank, bool) or not isinstance(rank, numbers.Integral):
+        raise ValueError(f"{what}: rank must be an integer, got rank={rank!r}.")
+    rank = int(rank)
+    if rank < 1:
+        raise ValueError(
+            f"{what}: rank must be at least 1, got rank={rank}; "
+            f"use a rank from 1 to min(max_len, dim)={full}."
+        )
+    if rank > full:
+        raise ValueError(
+            f"{what}: rank={rank} exceeds min(max_len, dim)={full}; a rank of {full} "
+            "already represents every (max_len, dim) table, so more only adds parameters. "
+            f"Use rank <= {full}."
+        )
+    return max_len, dim, rank
+
+
+def low_rank_init_std(rank: int, target: float = TABLE_INIT_STD) -> float:
+    """Standard deviation of each factor so that ``left @ right`` has std ``target``.
+
+    With independent ``N(0, s^2)`` entries, each entry of the product is a sum
+    of ``rank`` terms of variance ``s^4``, so ``s = sqrt(target / sqrt(rank))``.
+    """
+    return math.sqrt(target / math.sqrt(rank))
+
+
+def low_rank_factors(table: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray]:
+    """The best rank-``rank`` factors of a ``(max_len, dim)`` table, by truncated SVD.
+
+    With ``table = U S V^T``, the best approximation of rank ``r`` (in the
+    Frobenius and spectral norms; Eckart & Young, 1936) is ``U_r S_r V_r^T``.
+    The singular values are split evenly between the factors,
+    ``left = U_r sqrt(S_r)`` and ``right = sqrt(S_r) V_r^T``, so both have rows
+    and columns of comparable scale; ``left @ right`` equals ``U_r S_r V_r^T``.
+    Computed in float64.
+
+    Args:
+        table: ``(max_len, dim)`` array.
+        rank: ``1 <= rank <= min(max_len, dim)``.
+
+    Returns:
+        ``(left, right)``: float64 arrays ``(max_len, rank)`` and ``(rank, dim)``.
+
+    Example:
+        >>> left, right = low_rank_factors(np.outer([1.0, 2.0], [3.0, 4.0]), 1)
+        >>> np.round(left @ right, 6)
+        array([[3., 4.],
+               [6., 8.]])
+
+    References:
+        Eckart & Young, "The approximation of one matrix by another of lower
+        rank", Psychometrika 1(3), 1936.
+    """
+    table = np.asarray(table, dtype=np.float64)
+    check_low_rank(*table.shape, rank, what="LowRankEncoding.from_table")
+    u, s, vt = np.linalg.svd(table, full_matrices=False)
+    root = np.sqrt(s[:rank])
+    return u[:, :rank] * root, root[:, None] * vt[:rank]
+
+
+def check_extension(max_len: int, new_max_len) -> int:
+    """``LearnedEncoding.extended`` keeps every trained row, so it only grows a table."""
+    new_max_len = check_positive_int("new_max_len", new_max_len)
+    if new_max_len < max_len:
+        raise ValueError(
+            f"LearnedEncoding.extended: new_max_len must be at least max_len={max_len} (every "
+            f"trained row is kept), got new_max_len={new_max_len}; to shorten the table, "
+            f"resample it with enc.resized({new_max_len}) or keep its first rows with "
+            f"LearnedEncoding.from_table(enc.table[:{new_max_len}])."
+        )
+    return new_max_len

@@ -7,7 +7,7 @@ import functools
 import torch
 from torch import nn
 
-from posenc import core
+from posenc.sinusoidal import grid_coordinates, sinusoidal_inv_freq
 from posenc._checks import (
     check_embeddings,
     check_even_dim,
@@ -54,14 +54,14 @@ def sinusoidal(positions, dim: int, *, base: float = 10000.0,
     dim = check_even_dim(dim)
     check_layout(layout)
     base = float(base)
-    core.sinusoidal_inv_freq(dim, base)  # validates base
+    sinusoidal_inv_freq(dim, base)  # validates base
     pos = as_positions(positions)
     if pos.device.type == "mps":
         # MPS has no float64: compute on the CPU, where the angles are exact enough, then move.
         return sinusoidal(pos.cpu(), dim, base=base, layout=layout).to(pos.device)
     wide = wide_dtype(pos.device)
     if torch.compiler.is_compiling():     # traced once into the graph: no cache needed
-        inv_freq = torch.as_tensor(core.sinusoidal_inv_freq(dim, base), dtype=wide,
+        inv_freq = torch.as_tensor(sinusoidal_inv_freq(dim, base), dtype=wide,
                                    device=pos.device)
     else:
         inv_freq = _inv_freq(dim, base, pos.device, wide)
@@ -77,13 +77,13 @@ def sinusoidal(positions, dim: int, *, base: float = 10000.0,
 
 @functools.lru_cache(maxsize=32)
 def _inv_freq(dim: int, base: float, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-    """``core.sinusoidal_inv_freq`` as a tensor, made once per device (no copy per call)."""
+    """``sinusoidal_inv_freq`` as a tensor, made once per device (no copy per call)."""
     with torch.inference_mode(False):
-        return torch.as_tensor(core.sinusoidal_inv_freq(dim, base), dtype=dtype, device=device)
+        return torch.as_tensor(sinusoidal_inv_freq(dim, base), dtype=dtype, device=device)
 
 
 def sinusoidal_2d(height: int, width: int, dim: int, *, base: float = 10000.0,
-                  layout: str = "interleaved") -> torch.Tensor:
+                  layout: str = "interleaved", trained_hw=None) -> torch.Tensor:
     """2D sinusoidal encoding of a row-major ``height x width`` grid of patches.
 
     The first ``dim/2`` channels encode the row with :func:`sinusoidal`, the
@@ -91,12 +91,23 @@ def sinusoidal_2d(height: int, width: int, dim: int, *, base: float = 10000.0,
     and MAE; check a checkpoint's convention before loading it (MAE's released
     code puts the column first and uses the concatenated layout).
 
+    With ``trained_hw = (h0, w0)`` the cells sit at fractional coordinates
+    of an ``h0 x w0`` grid stretched to ``height x width``: cell ``(i, j)`` at
+    ``((i + 0.5) * h0 / height - 0.5, (j + 0.5) * w0 / width - 0.5)``, the
+    points where ``resize_table_2d`` (``align_corners=False``) samples a
+    trained table. ``sinusoidal_2d(24, 24, dim, trained_hw=(14, 14))`` is what
+    a model trained on a 14 x 14 grid sees when its sinusoidal table is
+    stretched to 24 x 24 (see :func:`posenc.sinusoidal.grid_coordinates`).
+
     Args:
         height: number of rows (patches down).
         width: number of columns (patches across).
         dim: feature dimension, a multiple of 4.
         base: wavelength base. Default ``10000.0``.
         layout: ``"interleaved"`` or ``"concat"``, within each half.
+        trained_hw: optional ``(h0, w0)``: place the cells on this grid,
+            stretched. Default ``None``: the integer grid; ``(height, width)``
+            gives the same table.
 
     Returns:
         float32 tensor of shape ``(height * width, dim)``.
@@ -105,16 +116,13 @@ def sinusoidal_2d(height: int, width: int, dim: int, *, base: float = 10000.0,
         >>> sinusoidal_2d(2, 3, 8).shape
         torch.Size([6, 8])
     """
-    height = check_positive_int("height", height)
-    width = check_positive_int("width", width)
+    rows, cols = grid_coordinates(height, width, trained_hw)
     dim = check_even_dim(dim, multiple=4, what="sinusoidal_2d")
-    rows = torch.arange(height).repeat_interleave(width)
-    cols = torch.arange(width).repeat(height)
     return torch.cat(
-        (sinusoidal(rows, dim // 2, base=base, layout=layout),
-         sinusoidal(cols, dim // 2, base=base, layout=layout)),
+        (sinusoidal(torch.as_tensor(rows), dim // 2, base=base, layout=layout),
+         sinusoidal(torch.as_tensor(cols), dim // 2, base=base, layout=layout)),
         dim=-1,
-    )
+    ).float()
 
 
 class SinusoidalEncoding(nn.Module):
@@ -144,7 +152,7 @@ class SinusoidalEncoding(nn.Module):
         super().__init__()
         self.dim = check_even_dim(dim)
         check_layout(layout)
-        core.sinusoidal_inv_freq(dim, base)  # validates base
+        sinusoidal_inv_freq(dim, base)  # validates base
         self.base = float(base)
         self.layout = layout
         self.register_buffer("_cache", torch.empty(0, self.dim), persistent=False)
