@@ -13,12 +13,11 @@ the analysis helpers that compare position tables (:func:`cosine_similarity`,
 
 from __future__ import annotations
 
-import math
 import numbers
 
 import numpy as np
 
-from posenc._checks import check_positive_int
+from posenc._checks import check_number, check_positive_int
 
 __all__ = [
     "check_lag",
@@ -48,11 +47,8 @@ def check_lag(lag, length) -> tuple[int, int]:
 def _check_float(name: str, value, *, low: float, high: float | None = None,
                  fix: str = "") -> float:
     """A finite number in ``[low, high)``; ``high=None``: no upper bound."""
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-    if ok:
-        value = float(value)
-        ok = value >= low and (high is None or value < high)
-    if not ok:
+    value = check_number(name, value)
+    if not (value >= low and (high is None or value < high)):
         where = f"[{low}, {high})" if high is not None else f">= {low}"
         raise ValueError(f"{name} must be a number in {where}, got {name}={value!r}."
                          + (f" {fix}" if fix else ""))

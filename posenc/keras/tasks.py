@@ -42,7 +42,7 @@ class LagModel(keras.Model):
         dropout: dropout rate on ``embedding + encoding`` during training. Default ``0.0``.
         embed_std: standard deviation of the initial token table (a normal distribution).
             Default ``1.0``.
-        seed: optional int seed of the dropout masks.
+        **kwargs: other ``keras.Model`` arguments (``name``).
 
     Call arguments:
         tokens: int tensor ``(batch, seq)``.
@@ -58,9 +58,8 @@ class LagModel(keras.Model):
         (2, 16, 10)
     """
 
-    def __init__(self, position=None, *, vocab: int, dim: int, embed_scale: bool = False,
-                 dropout: float = 0.0, embed_std: float = 1.0, seed: int | None = None,
-                 **kwargs):
+    def __init__(self, position, *, vocab: int, dim: int, embed_scale: bool = False,
+                 dropout: float = 0.0, embed_std: float = 1.0, **kwargs):
         super().__init__(**kwargs)
         self.vocab, self.dim, self.embed_std, rate = tasks.check_model_args(
             vocab, dim, embed_std, dropout)
@@ -69,7 +68,7 @@ class LagModel(keras.Model):
             self.vocab, self.dim, name="embed",
             embeddings_initializer=keras.initializers.RandomNormal(stddev=self.embed_std))
         self.position = position
-        self.dropout = keras.layers.Dropout(rate, seed=seed, name="dropout")
+        self.dropout = keras.layers.Dropout(rate, name="dropout")
         self.query = keras.layers.Dense(self.dim, use_bias=False, name="query")
         self.key = keras.layers.Dense(self.dim, use_bias=False, name="key")
         self.value = keras.layers.Dense(self.dim, use_bias=False, name="value")
