@@ -16,7 +16,7 @@ from keras import ops
 
 def learned(x, table):
     """Add the learned rows table[0 .. seq-1] to x of shape (batch, seq, dim)."""
-    return x + table[: x.shape[-2]]
+    return ops.add(x, table[: x.shape[-2]])
 
 
 def resize_linear(table, new_length):
