@@ -183,6 +183,17 @@ def test_load_lag_weights_refuses_other_models():
 STEPS = 120
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Tiny models train fastest on one thread (more fight TensorFlow's thread pool)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 @pytest.mark.parametrize("face", ["torch", "keras"])
 def test_loss_falls_and_accuracy_beats_chance(face):
     torch.manual_seed(0)

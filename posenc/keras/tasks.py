@@ -214,14 +214,14 @@ def load_lag_weights(model: LagModel, weights: dict) -> LagModel:
     """Set a :class:`LagModel`'s weights from :func:`lag_weights` of either face; returns it.
 
     An unbuilt model is built first (its length is taken from a position table when it has
-    one, else 1).
+    one, else 2).
 
     Raises:
         ValueError: when the names or shapes differ (a different position encoding, vocab or
             width).
     """
     table = weights.get("position/table", weights.get("position/offset"))
-    _built(model, 1 if table is None else int(np.shape(table)[0]))
+    _built(model, 2 if table is None else int(np.shape(table)[0]))
     params = _params(model)
     if set(params) != set(weights):
         raise ValueError(f"load_lag_weights: the weights do not match: the model has "
