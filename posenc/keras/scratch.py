@@ -47,3 +47,22 @@ def shift_matrix(k, dim, base=10000.0):
     c, s = ops.cos(angle), ops.sin(angle)
     off = ops.reshape(ops.stack((s, ops.zeros_like(s)), axis=-1), (dim,))[:-1]
     return ops.diag(ops.repeat(c, 2)) + ops.diag(off, 1) - ops.diag(off, -1)
+
+
+# Chapter 3
+
+
+def learned(x, table):
+    """Add the learned rows table[0 .. seq-1] to x of shape (batch, seq, dim)."""
+    return ops.add(x, table[: x.shape[-2]])
+
+
+def resize_linear(table, new_length):
+    """Stretch a (length, dim) table to new_length rows by linear interpolation."""
+    length = table.shape[0]
+    u = (ops.arange(new_length, dtype="float32") + 0.5) * length / new_length - 0.5
+    u = ops.clip(u, 0, length - 1)
+    lo = ops.cast(ops.floor(u), "int32")
+    hi = ops.minimum(lo + 1, length - 1)
+    w = (u - ops.cast(lo, "float32"))[:, None]
+    return (1 - w) * ops.take(table, lo, axis=0) + w * ops.take(table, hi, axis=0)

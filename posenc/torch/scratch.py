@@ -46,3 +46,22 @@ def shift_matrix(k, dim, base=10000.0):
     c, s = angle.cos(), angle.sin()
     off = torch.stack((s, torch.zeros_like(s)), dim=-1).reshape(dim)[:-1]
     return torch.diag(c.repeat_interleave(2)) + torch.diag(off, 1) - torch.diag(off, -1)
+
+
+# Chapter 3
+
+
+def learned(x, table):
+    """Add the learned rows table[0 .. seq-1] to x of shape (batch, seq, dim)."""
+    return x + table[: x.shape[-2]]
+
+
+def resize_linear(table, new_length):
+    """Stretch a (length, dim) table to new_length rows by linear interpolation."""
+    length = table.shape[0]
+    u = (torch.arange(new_length) + 0.5) * length / new_length - 0.5  # old coordinate
+    u = u.clamp(0, length - 1)
+    lo = u.floor().long()
+    hi = (lo + 1).clamp(max=length - 1)
+    w = (u - lo)[:, None]
+    return (1 - w) * table[lo] + w * table[hi]
