@@ -1,6 +1,7 @@
 # One-command set-up on a fresh machine with Python 3.11 and pip:
 #   make test   -- install everything, run posenc's tests (both Keras backends) and nbval on every notebook
-#   make book   -- install everything, execute every notebook, write the static site to _build/html
+#   make book   -- install everything, execute the notebooks (cached in _build/.jupyter_cache), write the static site to _build/html
+#   make test-site -- check the built site, in headless Chromium too (tests/test_browser.py)
 # Uses the active virtual environment if there is one, else creates .venv here.
 
 PYTHON ?= python3
@@ -10,7 +11,7 @@ STAMP := $(ENV)/.posenc-installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONHASHSEED ?= 0
 
-.PHONY: install test test-package test-notebooks book ipynb bench clean
+.PHONY: install test test-package test-notebooks book test-site ipynb bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(ENV)
@@ -32,9 +33,17 @@ test-package: install
 test-notebooks: install
 	$(PY) -m pytest --nbval-lax --nbval-cell-timeout=600 notebooks
 
+# Notebooks run once and their outputs are cached: a rebuild re-executes only notebooks whose code
+# changed. The cache does not see changes to posenc: `make clean book` re-executes everything.
 book: install
 	$(ENV)/bin/jupyter-book build . -W --keep-going
 	@echo "The site is in _build/html/index.html"
+
+# The built site: static checks, then every page offline in headless Chromium (Debian's chromium
+# when installed, else Playwright's own: `$(ENV)/bin/playwright install chromium`).
+# Screenshots go to _build/screenshots/.
+test-site: install
+	POSENC_SITE=_build/html $(PY) -m pytest -rs tests/test_site.py tests/test_browser.py
 
 # Regenerate each notebooks/*.ipynb from its MyST-markdown source (cell ids kept, no outputs).
 ipynb: install

@@ -5,11 +5,16 @@
 * ``posenc.torch``: ``torch.nn.Module`` classes and functions on ``torch.Tensor``;
 * ``posenc.keras``: Keras 3 layers and functions written with ``keras.ops``.
 
-Framework-free helpers live here: :mod:`posenc.core` (NumPy formulas both faces
-share), :func:`posenc.pick_device` and :mod:`posenc.plotting`.
+One family of encodings, one name, three places: ``posenc/<family>.py`` holds
+the family's framework-free part (NumPy formulas, index maps, registries of
+variants), ``posenc/torch/<family>.py`` and ``posenc/keras/<family>.py`` its
+two faces. The families are :mod:`posenc.sinusoidal`, :mod:`posenc.learned`,
+:mod:`posenc.regularization` and :mod:`posenc.structured`; every argument
+check is in ``posenc/_checks.py``. Also here: :func:`posenc.pick_device`,
+:mod:`posenc.theory`, :mod:`posenc.interop` and :mod:`posenc.plotting`.
 """
 
-from posenc.core import sinusoidal_inv_freq, wavelengths
+from posenc.sinusoidal import sinusoidal_inv_freq, wavelengths
 from posenc.device import pick_device
 
 __version__ = "0.1.0"

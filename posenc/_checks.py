@@ -1,36 +1,131 @@
-"""Argument validation shared by both faces, so both raise the same messages.
+"""Every argument check of ``posenc``, so that both faces raise the same errors.
 
-Every error names the argument, the value it got, and how to fix it.
+One convention for all of them: ``check_<rule>(value, ...)`` (or
+``check_<rule>(name, value, ...)`` when the rule applies to arguments of
+different names) returns the value in its canonical Python type, or raises a
+``ValueError`` whose message starts with ``what`` (the function or class
+being called), names the argument and the value it got, and says how to fix
+it. ``what`` and ``fix`` are always keyword arguments. The checks take plain
+Python values (shapes, dtype names, a minimum and a maximum read from a
+tensor), never tensors, so that no framework is needed here and both faces
+pass the same numbers to the same function.
+
+Data-dependent checks (:func:`check_index_range`, :func:`check_paths_values`)
+are called by the faces only where the policy of :mod:`posenc` allows reading
+values back (see the API reference, "Checks that read the data").
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 
-_LAYOUTS = ("interleaved", "concat")
+LAYOUTS = ("interleaved", "concat")
 
 
-def check_positive_int(name: str, value, *, fix: str = "") -> int:
-    """Return ``value`` as an int, or raise if it is not a positive integer."""
-    import numbers
+def _error(what: str, message: str, fix: str = "") -> ValueError:
+    """``"{what}: {message}; {fix}."``, without the parts that are empty."""
+    text = (f"{what}: " if what else "") + message + (f"; {fix}" if fix else "")
+    return ValueError(text if text.endswith(".") else text + ".")
 
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(
-            f"{name} must be a positive integer, got {name}={value!r}."
-            + (f" {fix}" if fix else "")
-        )
-    value = int(value)
-    if value <= 0:
-        raise ValueError(
-            f"{name} must be a positive integer, got {name}={value}."
-            + (f" {fix}" if fix else "")
-        )
+
+# --------------------------------------------------------------------------- numbers
+
+
+def check_int(name: str, value, *, minimum: int = 1, what: str = "", fix: str = "") -> int:
+    """``value`` as an ``int`` of at least ``minimum`` (booleans and floats are refused)."""
+    kind = {1: "a positive integer", 0: "a non-negative integer"}.get(
+        minimum, f"an integer of at least {minimum}")
+    if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
+            or value < minimum):
+        raise _error(what, f"{name} must be {kind}, got {name}={value!r}", fix)
+    return int(value)
+
+
+def check_positive_int(name: str, value, *, what: str = "", fix: str = "") -> int:
+    """``value`` as an ``int >= 1``."""
+    return check_int(name, value, minimum=1, what=what, fix=fix)
+
+
+def check_float(name: str, value, *, above: float | None = None, at_least: float | None = None,
+                below: float | None = None, meaning: str = "", what: str = "",
+                fix: str = "") -> float:
+    """``value`` as a finite ``float`` in the given range.
+
+    Strings, ``None`` and booleans are refused rather than converted, so
+    ``base="10000"`` fails here, in both faces, with the same message.
+
+    Args:
+        name: the argument's name.
+        value: what the caller passed.
+        above: exclusive lower bound, or ``None``.
+        at_least: inclusive lower bound, or ``None``.
+        below: exclusive upper bound, or ``None``.
+        meaning: a parenthesis saying what the number is, for the message.
+        what: the function or class being called.
+        fix: how to fix a wrong value.
+    """
+    if at_least is not None and below is not None:
+        bounds = f" in [{at_least:g}, {below:g})"
+    elif above is not None:
+        bounds = f" greater than {above:g}"
+    elif at_least is not None:
+        bounds = f" >= {at_least:g}"
+    else:
+        bounds = ""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    number = float(value) if ok else math.nan
+    ok = (math.isfinite(number)
+          and (above is None or number > above)
+          and (at_least is None or number >= at_least)
+          and (below is None or number < below))
+    if not ok:
+        raise _error(what, f"{name} must be a finite number{bounds}"
+                           f"{f' ({meaning})' if meaning else ''}, got {name}={value!r}", fix)
+    return number
+
+
+def check_choice(name: str, value, allowed, *, what: str = "", fix: str = ""):
+    """``value`` if it is one of ``allowed`` (a tuple, or the keys of a registry)."""
+    allowed = tuple(allowed)
+    if not isinstance(value, str) or value not in allowed:
+        raise _error(what, f"{name} must be one of {', '.join(repr(a) for a in allowed)}, "
+                           f"got {name}={value!r}", fix)
     return value
 
 
+def check_bool(name: str, value, *, what: str = "") -> bool:
+    """``True`` or ``False`` (not ``0``/``1``, not a string)."""
+    if not isinstance(value, bool):
+        raise _error(what, f"{name} must be True or False, got {name}={value!r}")
+    return value
+
+
+def check_seed(seed, *, what: str = "") -> int | None:
+    """``None`` or a non-negative integer."""
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
+                             or seed < 0):
+        raise _error(what, f"seed must be None or a non-negative integer, got seed={seed!r}")
+    return None if seed is None else int(seed)
+
+
+def check_hw(name: str, hw, *, what: str = "") -> tuple[int, int]:
+    """A ``(height, width)`` pair of positive integers."""
+    ok = (isinstance(hw, (tuple, list)) and len(hw) == 2
+          and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v > 0
+                  for v in hw))
+    if not ok:
+        raise _error(what, f"{name} must be a (height, width) pair of positive integers, "
+                           f"got {name}={hw!r}")
+    return int(hw[0]), int(hw[1])
+
+
+# --------------------------------------------------------------------------- sinusoids
+
+
 def check_even_dim(dim, *, multiple: int = 2, what: str = "sinusoidal") -> int:
-    """Check a feature dimension that must be a positive multiple of ``multiple``."""
-    dim = check_positive_int("dim", dim)
+    """A feature dimension that must be a positive multiple of ``multiple``."""
+    dim = check_positive_int("dim", dim, what=what)
     if dim % multiple:
         lower = dim - dim % multiple
         upper = lower + multiple
@@ -38,86 +133,436 @@ def check_even_dim(dim, *, multiple: int = 2, what: str = "sinusoidal") -> int:
         reason = (
             "sines and cosines come in pairs"
             if multiple == 2
-            else f"each axis gets dim/2 channels of sine/cosine pairs, so dim must be a multiple of {multiple}"
+            else f"each axis gets dim/2 channels of sine/cosine pairs, so dim must be a "
+                 f"multiple of {multiple}"
         )
-        raise ValueError(
-            f"{what}: dim must be a multiple of {multiple} ({reason}), got dim={dim}; "
-            f"{hint}, or project the encoding to the model width with a linear layer."
-        )
+        raise _error(what, f"dim must be a multiple of {multiple} ({reason}), got dim={dim}",
+                     f"{hint}, or project the encoding to the model width with a linear layer")
     return dim
 
 
-def check_base(base) -> float:
-    """The wavelength base must be a finite number greater than 1."""
-    try:
-        value = float(base)
-    except (TypeError, ValueError):
-        raise ValueError(f"base must be a number greater than 1, got base={base!r}.") from None
-    if not math.isfinite(value) or value <= 1.0:
-        raise ValueError(
-            f"base must be a finite number greater than 1, got base={base!r}; "
-            "the usual value is 10000.0 (Vaswani et al.)."
-        )
-    return value
+def check_base(base, *, what: str = "") -> float:
+    """The wavelength base: a finite number greater than 1."""
+    return check_float("base", base, above=1.0, what=what,
+                       fix="the usual value is 10000.0 (Vaswani et al.)")
 
 
-def check_layout(layout, allowed=_LAYOUTS) -> str:
-    if layout not in allowed:
-        raise ValueError(
-            f"layout must be one of {', '.join(repr(a) for a in allowed)}, got layout={layout!r}."
-        )
-    return layout
+def check_layout(layout, *, what: str = "") -> str:
+    """``"interleaved"`` or ``"concat"``."""
+    return check_choice("layout", layout, LAYOUTS, what=what)
 
 
-def check_rank(name: str, shape, ranks, *, what: str = "") -> None:
+# --------------------------------------------------------------------------- shapes
+
+
+def check_rank(name: str, shape, ranks, *, what: str = "", fix: str = "") -> None:
     """Raise if ``len(shape)`` is not in ``ranks``."""
     ranks = (ranks,) if isinstance(ranks, int) else tuple(ranks)
     if len(shape) not in ranks:
         want = " or ".join(str(r) for r in ranks)
-        raise ValueError(
-            f"{what + ': ' if what else ''}{name} must have rank {want}, got shape {tuple(shape)} "
-            f"(rank {len(shape)})."
-        )
+        raise _error(what, f"{name} must have rank {want}, got shape {tuple(shape)} "
+                           f"(rank {len(shape)})", fix)
 
 
-def check_embeddings(what: str, shape, dim: int) -> None:
-    """Raise unless ``shape`` is ``(..., seq, dim)``; a ``None`` (symbolic) last axis passes."""
+def check_embeddings(shape, dim: int | None, *, what: str = "") -> None:
+    """``x`` is ``(..., seq, dim)``; a ``None`` (symbolic) last axis or ``dim`` passes."""
     shape = tuple(shape)
     if len(shape) < 2:
-        raise ValueError(
-            f"{what}: x must be (..., seq, dim) with dim={dim}, got x.shape={shape} "
-            f"(rank {len(shape)}); add a sequence axis, e.g. x[None] for a single token."
-        )
-    if shape[-1] is not None and shape[-1] != dim:
-        raise ValueError(
-            f"{what}: x must be (..., seq, dim) with dim={dim}, got x.shape={shape}; "
-            f"build the encoding with dim={shape[-1]} or project x to the model width first."
-        )
+        want = f"(..., seq, dim) with dim={dim}" if dim is not None else "(..., seq, dim)"
+        raise _error(what, f"x must be {want}, got x.shape={shape} (rank {len(shape)})",
+                     "add a sequence axis, e.g. x[None] for a single token")
+    if dim is not None and shape[-1] is not None and shape[-1] != dim:
+        raise _error(what, f"x must be (..., seq, dim) with dim={dim}, got x.shape={shape}",
+                     f"build the encoding with dim={shape[-1]} or project x to the model "
+                     "width first")
 
 
-def check_positions_shape(what: str, positions_shape, x_shape) -> None:
-    """Positions for ``x`` of shape ``(..., seq, dim)``: ``(seq,)`` or ``(batch, seq)``.
+def check_per_token(name: str, shape, x_shape, *, what: str = "", each: str = "position",
+                    trailing: str = "") -> None:
+    """``name`` gives one ``each`` per token of ``x`` ``(..., seq, dim)``.
 
-    Any shape that broadcasts to ``x.shape[:-1]`` without changing it is
-    accepted; unknown (``None``) sizes pass.
+    Its shape (without its last axis when ``trailing`` names one, as for the
+    levels of ``paths``) is ``(seq,)`` or ``(batch, seq)``: any shape that
+    broadcasts to ``x.shape[:-1]`` without changing it. Unknown (``None``)
+    sizes pass.
     """
-    pos, lead = tuple(positions_shape), tuple(x_shape)[:-1]
-    ok = 1 <= len(pos) <= len(lead) and all(
+    shape = tuple(shape)
+    lead, tokens = (shape[:-1] if trailing else shape), tuple(x_shape)[:-1]
+    ok = 1 <= len(lead) <= len(tokens) and all(
         p is None or q is None or p == q or (p == 1 and i > 0)
-        for i, (p, q) in enumerate(zip(reversed(pos), reversed(lead)))
+        for i, (p, q) in enumerate(zip(reversed(lead), reversed(tokens)))
     )
     if not ok:
-        raise ValueError(
-            f"{what}: positions must have shape (seq,) or (batch, seq) matching x's "
-            f"(..., seq, dim), got positions.shape={pos} for x.shape={tuple(x_shape)}; "
-            "pass one position per token."
-        )
+        one, batched = ((f"(seq, {trailing})", f"(batch, seq, {trailing})") if trailing
+                        else ("(seq,)", "(batch, seq)"))
+        raise _error(what, f"{name} must have shape {one} or {batched} matching x's "
+                           f"(..., seq, dim), got {name}.shape={shape} for "
+                           f"x.shape={tuple(x_shape)}", f"pass one {each} per token")
 
 
-def check_numeric_positions(dtype: str) -> None:
-    """Positions are numbers: booleans are a mistake (a mask passed as positions)."""
-    if dtype == "bool":
-        raise ValueError(
-            "positions must be integers or floats, got dtype bool; a boolean tensor is a "
-            "mask, not positions: pass the positions themselves (e.g. an arange)."
-        )
+def check_not_scalar(name: str, shape, *, what: str = "") -> None:
+    """A tensor of one value per token: ``(..., seq)``, not a scalar."""
+    if len(tuple(shape)) < 1:
+        raise _error(what, f"{name} must be (..., seq), got a scalar",
+                     f"pass one {name[:-1] if name.endswith('s') else name} per token")
+
+
+# --------------------------------------------------------------------------- dtypes
+
+
+def check_numeric_dtype(name: str, dtype: str, *, what: str = "") -> None:
+    """Positions and times are numbers: a boolean tensor is a mask passed by mistake."""
+    if dtype == "bool" or "complex" in dtype:
+        raise _error(what, f"{name} must be integers or floats, got dtype {dtype}",
+                     f"a boolean tensor is a mask, not {name}: pass the {name} themselves "
+                     "(e.g. an arange)")
+
+
+def check_integer_dtype(name: str, dtype: str, *, what: str = "") -> None:
+    """Indices into a table must be integers (not floats, not booleans)."""
+    if "int" not in dtype:
+        raise _error(what, f"{name} index a table, so they must be integers, got dtype {dtype}",
+                     "round them to integers, or use a sinusoidal encoding for fractional "
+                     "positions")
+
+
+def check_float_dtype(name: str, dtype: str, *, what: str = "", fix: str = "") -> None:
+    """Tensors that are interpolated or scaled must be floating-point."""
+    if "float" not in dtype:
+        raise _error(what, f"{name} must be a floating-point tensor, got dtype {dtype}", fix)
+
+
+# --------------------------------------------------------------------------- data (policy-bound)
+
+
+def check_length(length: int, max_len: int, *, what: str = "",
+                 fix: str = "build it with a larger max_len") -> None:
+    """A sequence of ``length`` positions fits a table of ``max_len`` rows.
+
+    ``fix`` may name the rows needed as ``{need}``.
+    """
+    if length > max_len:
+        raise _error(what, f"sequence length {length} exceeds the table's max_len={max_len}",
+                     fix.format(need=length))
+
+
+def check_index_range(name: str, lowest: int, highest: int, limit: int, *,
+                      limit_name: str = "max_len", what: str = "", fix: str = "") -> None:
+    """Integer indices ``lowest .. highest`` into a table of ``limit`` rows.
+
+    ``fix`` may name the rows needed as ``{need}``.
+    """
+    if lowest < 0 or highest >= limit:
+        bad = lowest if lowest < 0 else highest
+        raise _error(what, f"{name} must lie in 0 .. {limit - 1}, got {bad} "
+                           f"({limit_name}={limit})", fix.format(need=max(highest + 1, limit)))
+
+
+# --------------------------------------------------------------------------- learned tables
+
+
+def check_init_std(init_std, *, what: str = "") -> float:
+    """The standard deviation of a fresh table, a finite number > 0."""
+    return check_float("init_std", init_std, above=0.0, what=what,
+                       fix="BERT and ViT use 0.02")
+
+
+def check_scale(scale, *, what: str = "") -> float:
+    """The initial scale of ``HybridEncoding``'s sinusoid, a finite number."""
+    return check_float("scale", scale, what=what,
+                       fix="the usual value is 1.0 (the sinusoid as it is)")
+
+
+def check_extension(max_len: int, new_max_len, *, what: str = "") -> int:
+    """``LearnedEncoding.extended`` keeps every trained row, so it only grows a table."""
+    new_max_len = check_positive_int("new_max_len", new_max_len, what=what)
+    if new_max_len < max_len:
+        raise _error(what, f"new_max_len must be at least max_len={max_len} (every trained "
+                           f"row is kept), got new_max_len={new_max_len}",
+                     f"to shorten the table, resample it with enc.resized({new_max_len}) or "
+                     f"keep its first rows with LearnedEncoding.from_table("
+                     f"enc.table[:{new_max_len}])")
+    return new_max_len
+
+
+def check_low_rank(max_len, dim, rank, *, what: str = "") -> tuple[int, int, int]:
+    """``1 <= rank <= min(max_len, dim)``."""
+    max_len = check_positive_int("max_len", max_len, what=what)
+    dim = check_positive_int("dim", dim, what=what)
+    full = min(max_len, dim)
+    if isinstance(rank, bool) or not isinstance(rank, numbers.Integral):
+        raise _error(what, f"rank must be an integer, got rank={rank!r}")
+    rank = int(rank)
+    if rank < 1:
+        raise _error(what, f"rank must be at least 1, got rank={rank}",
+                     f"use a rank from 1 to min(max_len, dim)={full}")
+    if rank > full:
+        raise _error(what, f"rank={rank} exceeds min(max_len, dim)={full}; a rank of {full} "
+                           "already represents every (max_len, dim) table, so more only adds "
+                           "parameters", f"use rank <= {full}")
+    return max_len, dim, rank
+
+
+def check_grid_rows(rows: int, old_hw, prefix_tokens: int, *, what: str = "") -> None:
+    """A ViT table has ``prefix_tokens + old_h * old_w`` rows."""
+    old_h, old_w = old_hw
+    expected = prefix_tokens + old_h * old_w
+    if rows != expected:
+        fits = []
+        if rows >= old_h * old_w:
+            fits.append(f"prefix_tokens={rows - old_h * old_w} would fit "
+                        f"old_hw=({old_h}, {old_w})")
+        side = math.isqrt(max(rows - prefix_tokens, 0))
+        if side > 0 and side * side == rows - prefix_tokens:
+            fits.append(f"old_hw=({side}, {side}) would fit prefix_tokens={prefix_tokens}")
+        raise _error(what, f"the table has {rows} rows but prefix_tokens={prefix_tokens} plus "
+                           f"old_hw=({old_h}, {old_w}) make {expected}",
+                     "pass the grid the table was trained on, and as prefix_tokens the number "
+                     "of leading rows that are not on it (1 for a CLS token)"
+                     + (f": {'; '.join(fits)}" if fits else ""))
+
+
+# --------------------------------------------------------------------------- regularisation
+
+
+def check_rate(name: str, value, *, what: str = "") -> float:
+    """A drop probability in ``[0, 1)``."""
+    return check_float(name, value, at_least=0.0, below=1.0,
+                       meaning="the probability of dropping an entry", what=what,
+                       fix="use a small value such as 0.1, or 0 to switch it off")
+
+
+def check_std(name: str, value, *, what: str = "") -> float:
+    """A noise standard deviation, ``>= 0``."""
+    return check_float(name, value, at_least=0.0, meaning="a standard deviation", what=what,
+                       fix="use a small positive value such as 0.02, or 0 to switch the "
+                           "noise off")
+
+
+def check_regularized(dropout, channel_dropout, noise_std, seed, *,
+                      what: str = "") -> tuple:
+    """``RegularizedEncoding``'s two rates, its noise and its seed, in that order."""
+    return (check_rate("dropout", dropout, what=what),
+            check_rate("channel_dropout", channel_dropout, what=what),
+            check_std("noise_std", noise_std, what=what),
+            check_seed(seed, what=what))
+
+
+def check_encoding(shape, dtype: str, *, got: str = "", what: str = "") -> None:
+    """A regulariser's input: a floating-point tensor ``P`` of shape ``(..., seq, dim)``.
+
+    ``shape`` is ``None`` when the input is not a tensor at all (``got`` names
+    its type).
+    """
+    if shape is None:
+        raise _error(what, f"the encoding must be a tensor P of shape (..., seq, dim), got {got}",
+                     "pass the output of an encoding(...) method")
+    if len(shape) < 2:
+        raise _error(what, f"the encoding must be (..., seq, dim), got shape {tuple(shape)}",
+                     "add a sequence axis first")
+    check_float_dtype("the encoding", dtype, what=what,
+                      fix="pass the encoding P itself (float32, bfloat16, ...), or cast it first")
+
+
+def check_wrappable(ok: bool, got: str, *, kind: str, what: str = "") -> None:
+    """``RegularizedEncoding`` wraps an absolute encoding: one with an ``encoding`` method."""
+    if not ok:
+        raise _error(what, f"encoding must be {kind} with an encoding(positions) method (e.g. "
+                           f"SinusoidalEncoding), got {got}",
+                     "relative schemes (RoPE, biases) have no P to add and cannot be wrapped")
+
+
+# --------------------------------------------------------------------------- structured positions
+
+
+def check_time_scale(time_scale, *, what: str = "") -> float:
+    """The unit of time, a finite number greater than 0."""
+    return check_float("time_scale", time_scale, above=0.0,
+                       meaning="timestamps are divided by it", what=what,
+                       fix="use the typical gap between events, or 1.0 to use the timestamps "
+                           "as they are")
+
+
+def _block_width(dim: int, blocks: int, name: str, unit: str, *, what: str) -> int:
+    """Channels per block, ``dim // blocks``, when ``blocks`` sinusoids are concatenated:
+    ``dim`` must be a multiple of ``2 * blocks``."""
+    step = 2 * blocks
+    if dim % step:
+        lower, upper = dim - dim % step, dim - dim % step + step
+        hint = f"dim={upper}" + (f" or dim={lower}" if lower else "")
+        reason = (f"{dim} is not divisible by {name}={blocks}" if dim % blocks
+                  else f"dim // {name} = {dim // blocks} is odd")
+        raise _error(what, f"each of the {name}={blocks} {unit} gets dim // {name} "
+                           f"channels of sine/cosine pairs, so dim must be a multiple of "
+                           f"2 * {name} = {step}; got dim={dim} ({reason})", f"use {hint}")
+    return dim // blocks
+
+
+def check_level_width(dim, max_depth, *, what: str = "") -> int:
+    """Channels per tree level, ``dim // max_depth``; it must be even."""
+    dim = check_positive_int("dim", dim, what=what)
+    max_depth = check_positive_int("max_depth", max_depth, what=what)
+    return _block_width(dim, max_depth, "max_depth", "levels", what=what)
+
+
+def check_paths_depth(shape, max_depth: int, *, what: str = "") -> None:
+    """The last axis of ``paths`` holds one child index per level."""
+    shape = tuple(shape)
+    if len(shape) < 1 or (shape[-1] is not None and shape[-1] != max_depth):
+        got = shape[-1] if shape else None
+        if got is not None and got > max_depth:
+            fix = f"build it with max_depth={got} for trees this deep"
+        else:
+            fix = f"pad every path with -1 up to max_depth={max_depth} levels"
+        raise _error(what, f"paths must have shape (..., max_depth) with max_depth={max_depth}, "
+                           f"got paths.shape={shape}", fix)
+
+
+def check_paths_values(lowest: int, highest: int, gap: bool, *, max_children: int | None = None,
+                       what: str = "") -> None:
+    """Child indices are ``>= 0``; ``-1`` pads the levels below a node's depth."""
+    if lowest < -1:
+        raise _error(what, f"paths hold child indices >= 0, padded with -1 below the node's "
+                           f"depth, got the value {lowest}",
+                     "use -1 for every level deeper than the node")
+    if gap:
+        raise _error(what, "a path has a child index after a -1 (e.g. [2, -1, 0]); -1 marks "
+                           "the levels below the node, so it may only follow the node's last "
+                           "level, as in [2, 0, -1]")
+    if max_children is not None and highest >= max_children:
+        raise _error(what, f"child index {highest} is out of range for "
+                           f"max_children={max_children} (indices 0 .. {max_children - 1})",
+                     f"build it with max_children={highest + 1} or more")
+
+
+def check_coordinates(shape, *, what: str = "") -> int:
+    """``coords`` are ``(..., k)`` with ``k >= 1`` coordinates on the last axis; returns ``k``."""
+    shape = tuple(shape)
+    if len(shape) < 1:
+        raise _error(what, "coords must be (..., k), got a scalar",
+                     "use coords[..., None] for a single coordinate")
+    if shape[-1] is None or shape[-1] < 1:
+        raise _error(what, f"coords must be (..., k) with at least one coordinate on the last "
+                           f"axis, got coords.shape={shape}",
+                     "pass e.g. (y, x) pairs or (x, y, w, h) boxes")
+    return int(shape[-1])
+
+
+def check_coordinate_width(dim, num_coords: int, *, what: str = "") -> int:
+    """Channels per coordinate, ``dim // k``; it must be even."""
+    dim = check_positive_int("dim", dim, what=what)
+    return _block_width(dim, num_coords, "k", "coordinates", what=what)
+
+
+def check_coordinate_scale(scale, num_coords: int, *, what: str = "") -> tuple[float, ...]:
+    """One finite factor ``> 0`` per coordinate (a single number is used for all)."""
+    values = list(scale) if isinstance(scale, (list, tuple)) else [scale]
+    if len(values) == 1:
+        values = values * num_coords
+    if len(values) != num_coords:
+        raise _error(what, f"scale must be one number or one per coordinate, got "
+                           f"{len(values)} values for k={num_coords} coordinates "
+                           f"(scale={scale!r})",
+                     f"pass a single number or a sequence of {num_coords}")
+    return tuple(check_float("scale", v, above=0.0, meaning="coordinates are multiplied by it",
+                             what=what,
+                             fix="use 2 * pi for coordinates normalised to [0, 1] (DETR), or "
+                                 "1 / unit for coordinates in a unit such as seconds or pixels")
+                 for v in values)
+
+
+def check_adjacency(adjacency, *, what: str = ""):
+    """A graph's ``(nodes, nodes)`` adjacency (a NumPy array or nested lists): numbers, finite,
+    non-negative, symmetric. Returns it as a float64 array, symmetrised exactly."""
+    import numpy as np
+
+    a = np.asarray(adjacency)
+    if a.dtype == bool:
+        a = a.astype(np.float64)
+    if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
+        raise _error(what, f"adjacency must hold numbers (0/1 or edge weights), got dtype "
+                           f"{a.dtype}")
+    a = a.astype(np.float64)
+    if a.ndim != 2 or a.shape[0] != a.shape[1] or a.shape[0] == 0:
+        raise _error(what, f"adjacency must be a square (nodes, nodes) matrix, got "
+                           f"adjacency.shape={a.shape}",
+                     "pass the n x n adjacency (or weight) matrix of the graph")
+    if not np.all(np.isfinite(a)):
+        raise _error(what, "adjacency must be finite, got a NaN or infinite weight")
+    if np.any(a < 0):
+        i, j = (int(v) for v in np.argwhere(a < 0)[0])
+        raise _error(what, f"adjacency must hold non-negative edge weights, got "
+                           f"adjacency[{i}, {j}]={float(a[i, j])!r}",
+                     "use 0 for no edge and a positive weight for an edge")
+    close = np.isclose(a, a.T, rtol=1e-6, atol=1e-9)
+    if not np.all(close):
+        i, j = (int(v) for v in np.argwhere(~close)[0])
+        raise _error(what, f"adjacency must be symmetric (an undirected graph), got "
+                           f"adjacency[{i}, {j}]={float(a[i, j])!r} but "
+                           f"adjacency[{j}, {i}]={float(a[j, i])!r}",
+                     "use np.maximum(A, A.T) or (A + A.T) / 2 for the undirected graph")
+    return (a + a.T) / 2.0
+
+
+def check_eigenvector_count(k: int, nodes: int, *, components: int | None = None,
+                            what: str = "") -> None:
+    """``k`` non-trivial eigenvectors exist: ``k <= nodes - components`` (one trivial
+    eigenvector per connected component; ``None``: not known yet, at least one)."""
+    if nodes < 2:
+        raise _error(what, "adjacency has a single node, whose only eigenvector is the trivial "
+                           "one", "Laplacian positions need a graph of at least 2 nodes")
+    if k > nodes - 1:
+        raise _error(what, f"k={k} is too large for a graph of {nodes} nodes: it has {nodes} "
+                           "eigenvectors, one of them trivial", f"use k <= {nodes - 1}")
+    if components is not None and k > nodes - components:
+        raise _error(what, f"k={k} exceeds the {nodes - components} non-trivial eigenvectors "
+                           f"of this graph ({nodes} nodes, {components} connected components, "
+                           "each with a trivial eigenvector)",
+                     f"use k <= {nodes - components}, or connect the graph")
+
+
+def check_eigenvectors_shape(shape, k: int, *, what: str = "") -> None:
+    """``eigenvectors`` are ``(..., nodes, k)``: one row of ``k`` entries per node."""
+    shape = tuple(shape)
+    if len(shape) < 2 or (shape[-1] is not None and shape[-1] != k):
+        raise _error(what, f"eigenvectors must have shape (nodes, k) or (batch, nodes, k) with "
+                           f"k={k}, got eigenvectors.shape={shape}",
+                     f"pass laplacian_positions(adjacency, {k}) or build the encoding with "
+                     "the k you computed")
+
+
+# --------------------------------------------------------------------------- theory, plots, interop
+
+
+def check_finite(name: str, values, *, what: str = "") -> None:
+    """Every number of ``values`` (a float64 array) is finite."""
+    import numpy as np
+
+    if not np.all(np.isfinite(values)):
+        raise _error(what, f"{name} must be finite, got {name}={values!r}")
+
+
+def check_weight_names(src_names, dst_names, src_keys, dst_keys, *, what: str = "") -> None:
+    """Two modules' weights pair up one to one by the last component of their names."""
+    if len(src_keys) != len(src_names) or len(dst_keys) != len(dst_names):
+        raise _error(what, f"weight names are not unique by their last component: "
+                           f"{sorted(src_names)} / {sorted(dst_names)}")
+    if set(src_keys) != set(dst_keys):
+        raise _error(what, f"the weights do not match: source has {sorted(src_keys)}, "
+                           f"destination has {sorted(dst_keys)}",
+                     "build both with the same class and arguments")
+
+
+def check_weight_shape(name: str, shape, source: str, source_shape, *, what: str = "") -> None:
+    """A weight receives a value of its own shape."""
+    if tuple(shape) != tuple(source_shape):
+        raise _error(what, f"weight {name!r} has shape {tuple(shape)}, source {source!r} has "
+                           f"{tuple(source_shape)}")
+
+
+def check_built(built: bool, *, what: str = "") -> None:
+    """A Keras layer has weights only once it is built."""
+    if not built:
+        raise _error(what, "the Keras layer is not built",
+                     "call it once on an input (or call layer.build(shape)) before copying "
+                     "weights")

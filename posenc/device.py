@@ -7,6 +7,8 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from posenc._checks import check_positive_int
+
 
 @dataclass
 class DeviceReport:
@@ -15,11 +17,14 @@ class DeviceReport:
     torch_device: str | None
     tensorflow_gpus: list = field(default_factory=list)
     keras_backend: str | None = None
+    torch_threads: int | None = None
 
     def __str__(self) -> str:
         parts = []
         if self.torch_device is not None:
-            parts.append(f"PyTorch on {self.torch_device}")
+            threads = (f" ({self.torch_threads} thread{'s' if self.torch_threads > 1 else ''})"
+                       if self.torch_threads is not None else "")
+            parts.append(f"PyTorch on {self.torch_device}{threads}")
         if self.keras_backend is not None:
             parts.append(f"Keras backend {self.keras_backend}")
         if self.tensorflow_gpus:
@@ -43,8 +48,8 @@ def _keras_backend() -> str | None:
     return os.environ.get("KERAS_BACKEND", "tensorflow")
 
 
-def pick_device(*, verbose: bool = True, report: bool = False):
-    """Choose a device for PyTorch and make TensorFlow share the GPU politely.
+def pick_device(*, verbose: bool = True, report: bool = False, cpu_threads="auto"):
+    """Choose a device for PyTorch and make TensorFlow share the machine politely.
 
     PyTorch gets CUDA if available, then Apple's MPS, then the CPU.
     TensorFlow (when it is installed and is Keras's backend) is told to grow its
@@ -52,9 +57,19 @@ def pick_device(*, verbose: bool = True, report: bool = False):
     TensorFlow can share one GPU in one Python process. Call it before
     TensorFlow touches the GPU (first thing in a notebook).
 
+    On the CPU, PyTorch's intra-op threads and the thread pools TensorFlow
+    starts when it is imported compete for the same cores; for the small
+    models of the chapters, one PyTorch thread is then faster than many. So
+    with ``cpu_threads="auto"`` (the default), when PyTorch runs on the CPU in
+    a process that has TensorFlow (imported, or Keras's backend),
+    ``torch.set_num_threads(1)`` is called. Pass an int to set another number,
+    or ``None`` to leave PyTorch's threads alone.
+
     Args:
         verbose: print one line saying what was chosen. Default ``True``.
         report: also return a :class:`DeviceReport`. Default ``False``.
+        cpu_threads: ``"auto"``, a positive int or ``None``: PyTorch's thread
+            count when it runs on the CPU. Default ``"auto"``.
 
     Returns:
         ``torch.device`` (or ``None`` without PyTorch); with ``report=True``,
@@ -63,8 +78,12 @@ def pick_device(*, verbose: bool = True, report: bool = False):
     Example:
         >>> device = pick_device(verbose=False)
     """
+    if cpu_threads not in ("auto", None):
+        cpu_threads = check_positive_int("cpu_threads", cpu_threads, what="pick_device",
+                                         fix='pass "auto", None or a number of threads')
     device = None
     torch_name = None
+    threads = None
     if _installed("torch"):
         import torch
 
@@ -77,8 +96,17 @@ def pick_device(*, verbose: bool = True, report: bool = False):
         device = torch.device(torch_name)
 
     backend = _keras_backend()
+    with_tensorflow = ((backend == "tensorflow" or "tensorflow" in sys.modules)
+                       and _installed("tensorflow"))
+    if torch_name == "cpu" and cpu_threads is not None:
+        if cpu_threads != "auto":
+            threads = cpu_threads
+        elif with_tensorflow:
+            threads = 1
+        if threads is not None:
+            torch.set_num_threads(threads)
     gpus = []
-    if (backend == "tensorflow" or "tensorflow" in sys.modules) and _installed("tensorflow"):
+    if with_tensorflow:
         import tensorflow as tf
 
         gpus = tf.config.list_physical_devices("GPU")
@@ -88,7 +116,7 @@ def pick_device(*, verbose: bool = True, report: bool = False):
             except RuntimeError:
                 # The GPU is already initialised; growth can no longer be changed.
                 pass
-    info = DeviceReport(torch_name, [g.name for g in gpus], backend)
+    info = DeviceReport(torch_name, [g.name for g in gpus], backend, threads)
     if verbose:
         print(info)
     return (device, info) if report else device

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sys
 
+from posenc._checks import check_built, check_weight_names, check_weight_shape
+
 
 def _is_torch_module(obj) -> bool:
     # On Keras' PyTorch backend every Keras layer is also a torch.nn.Module;
@@ -43,14 +45,7 @@ def _match(src_names, dst_names, what: str) -> dict:
 
     src_keys = {key(n): n for n in src_names}
     dst_keys = {key(n): n for n in dst_names}
-    if len(src_keys) != len(src_names) or len(dst_keys) != len(dst_names):
-        raise ValueError(f"copy_weights: {what}: weight names are not unique by their last "
-                         f"component: {sorted(src_names)} / {sorted(dst_names)}.")
-    if set(src_keys) != set(dst_keys):
-        raise ValueError(
-            f"copy_weights: {what}: the weights do not match: source has {sorted(src_keys)}, "
-            f"destination has {sorted(dst_keys)}; build both with the same class and arguments."
-        )
+    check_weight_names(src_names, dst_names, src_keys, dst_keys, what=what)
     return {src_keys[k]: dst_keys[k] for k in src_keys}
 
 
@@ -72,7 +67,7 @@ def copy_weights(src, dst):
     """
     import numpy as np
 
-    what = f"{type(src).__name__} -> {type(dst).__name__}"
+    what = f"copy_weights: {type(src).__name__} -> {type(dst).__name__}"
     if _is_torch_module(src):
         src_w = {n: p.detach().float().cpu().numpy() for n, p in _torch_weights(src).items()}
     elif _is_keras_layer(src):
@@ -89,21 +84,15 @@ def copy_weights(src, dst):
         with torch.no_grad():
             for s, d in mapping.items():
                 target = dst_w[d]
-                if tuple(target.shape) != src_w[s].shape:
-                    raise ValueError(f"copy_weights: {what}: weight {d!r} has shape "
-                                     f"{tuple(target.shape)}, source {s!r} has {src_w[s].shape}.")
+                check_weight_shape(d, target.shape, s, src_w[s].shape, what=what)
                 target.copy_(torch.as_tensor(src_w[s], dtype=target.dtype))
     elif _is_keras_layer(dst):
-        if not dst.built:
-            raise ValueError(f"copy_weights: {what}: the Keras layer is not built; call it once "
-                             "on an input (or call layer.build(shape)) before copying weights.")
+        check_built(dst.built, what=what)
         dst_w = _keras_weights(dst)
         mapping = _match(list(src_w), list(dst_w), what)
         for s, d in mapping.items():
             target = dst_w[d]
-            if tuple(target.shape) != src_w[s].shape:
-                raise ValueError(f"copy_weights: {what}: weight {d!r} has shape "
-                                 f"{tuple(target.shape)}, source {s!r} has {src_w[s].shape}.")
+            check_weight_shape(d, target.shape, s, src_w[s].shape, what=what)
             target.assign(src_w[s].astype(target.dtype))
     else:
         raise TypeError(f"copy_weights: dst must be a torch.nn.Module or a keras Layer, got {type(dst).__name__}.")

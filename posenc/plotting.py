@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from posenc._checks import check_rank
+
 #: Sequential colour map that reads in greyscale.
 SEQUENTIAL = "cividis"
 #: Diverging colour map for signed values (encodings, similarities).
@@ -51,8 +53,7 @@ def heatmap(ax, data, *, xlabel: str, ylabel: str, title: str | None = None,
     import numpy as np
 
     data = np.asarray(data, dtype=float)
-    if data.ndim != 2:
-        raise ValueError(f"heatmap: data must be 2D, got shape {data.shape}.")
+    check_rank("data", data.shape, 2, what="heatmap")
     if symmetric:
         lim = float(np.abs(data).max()) or 1.0
         imshow_kwargs.setdefault("vmin", -lim)

@@ -9,12 +9,17 @@ float64 NumPy, so the checks do not depend on a framework's precision.
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
-from posenc._checks import check_base, check_even_dim, check_layout, check_positive_int
-from posenc.core import sinusoidal_inv_freq
+from posenc._checks import (
+    check_base,
+    check_even_dim,
+    check_finite,
+    check_int,
+    check_layout,
+    check_positive_int,
+)
+from posenc.sinusoidal import sinusoidal_inv_freq
 
 __all__ = [
     "layout_permutation",
@@ -104,8 +109,7 @@ def shift_matrix(k, dim: int, *, base: float = 10000.0, layout: str = "interleav
     dim = check_even_dim(dim)
     check_layout(layout)
     k = np.asarray(k, dtype=np.float64)
-    if not np.all(np.isfinite(k)):
-        raise ValueError(f"shift_matrix: k must be finite, got k={k!r}.")
+    check_finite("k", k, what="shift_matrix")
     inv_freq = sinusoidal_inv_freq(dim, base)
     angle = k[..., None] * inv_freq  # (*k.shape, dim/2)
     c, s = np.cos(angle), np.sin(angle)
@@ -156,12 +160,13 @@ def sinusoidal_distance(offsets, dim: int, *, base: float = 10000.0) -> np.ndarr
     ``dim - 2 * sinusoidal_dot(offset)``.
 
     Args:
-        offsets: offsets in positions, a number or an array of any shape.
-        dim: even feature dimension.
-        base: wavelength base. Default ``10000.0``.
+        offsets: the offsets ``k`` (in positions): a number, or an array of
+            offsets of any shape.
+        dim: even feature dimension of the encoding.
+        base: its wavelength base. Default ``10000.0``.
 
     Returns:
-        float64 array with the shape of ``offsets``.
+        The distances, a float64 array shaped like ``offsets``.
 
     Example:
         >>> float(sinusoidal_distance(0, 8))
@@ -197,12 +202,7 @@ def first_confusable_offset(dim: int, *, base: float = 10000.0, max_offset: int 
     """
     dim = check_even_dim(dim)
     check_base(base)
-    if isinstance(max_offset, bool) or not isinstance(max_offset, numbers.Integral) \
-            or max_offset < 2:
-        raise ValueError(
-            f"first_confusable_offset: max_offset must be an integer of at least 2, "
-            f"got max_offset={max_offset!r}."
-        )
+    max_offset = check_int("max_offset", max_offset, minimum=2, what="first_confusable_offset")
     chunk = check_positive_int("chunk", chunk)
     neighbour = float(sinusoidal_distance(1, dim, base=base))
     for start in range(2, int(max_offset) + 1, chunk):

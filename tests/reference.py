@@ -83,7 +83,7 @@ def interpolate_linear_1d(table, new_length: int):
     """Linear resampling of the rows, half-pixel centres, edge rows repeated.
 
     A loop over output rows, written from the definition, independent of
-    ``posenc.resample``.
+    ``posenc.learned``.
     """
     table = np.asarray(table, dtype=np.float64)
     old = table.shape[0]

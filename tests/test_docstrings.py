@@ -9,11 +9,12 @@ import keras  # noqa: F401  (marks this module: it runs again under KERAS_BACKEN
 import pytest
 
 MODULES = [
-    "posenc.core", "posenc.resample", "posenc.theory",
-    "posenc.torch.absolute", "posenc.torch.learned", "posenc.torch.regularization",
-    "posenc.torch.structured",
-    "posenc.keras.absolute", "posenc.keras.learned", "posenc.keras.regularization",
-    "posenc.keras.structured",
+    "posenc.sinusoidal", "posenc.learned", "posenc.regularization", "posenc.structured",
+    "posenc.theory", "posenc.tasks",
+    "posenc.torch.sinusoidal", "posenc.torch.learned", "posenc.torch.regularization",
+    "posenc.torch.structured", "posenc.torch.tasks",
+    "posenc.keras.sinusoidal", "posenc.keras.learned", "posenc.keras.regularization",
+    "posenc.keras.structured", "posenc.keras.tasks",
 ]
 
 

@@ -1,9 +1,8 @@
-"""Inputs at the edges, for every additive encoding of both faces: index dtypes, shapes of
-``positions``, empty sequences, boolean positions, integer tables, the torch cache."""
+"""Inputs at the edges for the table encodings of both faces: small index dtypes, the torch
+cache. (Shapes of ``positions`` and empty sequences: tests/test_layers.py; bad inputs:
+tests/test_errors.py.)"""
 
 from __future__ import annotations
-
-import re
 
 import keras
 import numpy as np
@@ -42,62 +41,6 @@ def test_small_integer_dtypes_index_rows(face, name, args, dtype):
     np.testing.assert_array_equal(numpy(got), want)
 
 
-@pytest.mark.parametrize("name, args", MODULES)
-@pytest.mark.parametrize("shape", [(4,), (3, 2), (1, 2, 3), (2, 3, 1)])
-def test_positions_must_match_the_sequence(face, name, args, shape):
-    module = build(face, name, args)
-    x = np.zeros((2, 3, 8), "float32")
-    positions = np.zeros(shape, "int64")
-    with pytest.raises(ValueError, match=r"positions must have shape \(seq,\) or \(batch, seq\) "
-                                         r"matching x.s .* got positions.shape=" + re.escape(str(shape))):
-        module(tensor(face, x), positions=tensor(face, positions))
-
-
-@pytest.mark.parametrize("name, args", MODULES)
-@pytest.mark.parametrize("shape", [(3,), (1, 3), (2, 3)])
-def test_positions_of_accepted_shapes(face, name, args, shape):
-    module = build(face, name, args)
-    positions = np.broadcast_to(np.array([5, 2, 7]), shape).copy()
-    out = module(tensor(face, np.zeros((2, 3, 8), "float32")), positions=tensor(face, positions))
-    assert tuple(out.shape) == (2, 3, 8)
-    np.testing.assert_allclose(numpy(out)[1], numpy(module.encoding(tensor(face, [5, 2, 7]))),
-                               atol=1e-6)
-
-
-@pytest.mark.parametrize("name, args", MODULES)
-def test_empty_sequence_is_returned_unchanged(face, name, args):
-    module = build(face, name, args)
-    out = module(tensor(face, np.zeros((2, 0, 8), "float32")))
-    assert tuple(out.shape) == (2, 0, 8)
-
-
-@pytest.mark.parametrize("fn", ["sinusoidal", "SinusoidalEncoding"])
-def test_boolean_positions_are_refused(face, fn):
-    mask = tensor(face, np.array([True, False, True]))
-    with pytest.raises(ValueError, match="got dtype bool; a boolean tensor is a mask"):
-        if fn == "sinusoidal":
-            FACES[face].sinusoidal(mask, 8)
-        else:
-            FACES[face].SinusoidalEncoding(8)(tensor(face, np.zeros((1, 3, 8), "float32")),
-                                              positions=mask)
-
-
-@pytest.mark.parametrize("call", ["resize_table", "resize_table_2d"])
-def test_integer_tables_are_refused_by_resizing(face, call):
-    table = tensor(face, np.arange(8).reshape(4, 2), "int32")
-    with pytest.raises(ValueError, match=rf"{call}: table must be a floating-point tensor, got "
-                                         r"dtype int32"):
-        if call == "resize_table":
-            FACES[face].resize_table(table, 6)
-        else:
-            FACES[face].resize_table_2d(table, (2, 2), (3, 3))
-
-
-def test_rank_error_says_what_is_missing(face):
-    with pytest.raises(ValueError, match=r"got x.shape=\(8,\) \(rank 1\); add a sequence axis"):
-        FACES[face].SinusoidalEncoding(8)(tensor(face, np.zeros(8, "float32")))
-
-
 def test_torch_encoding_is_a_copy_of_the_cache():
     enc = pt.SinusoidalEncoding(8)
     x = torch.zeros(1, 4, 8)
@@ -114,13 +57,6 @@ def test_torch_cache_made_under_inference_mode_still_trains():
     loss = (enc(torch.zeros(1, 6, 8)) * weight).sum()
     loss.backward()                               # fails if the cache is an inference tensor
     assert weight.grad is not None
-
-
-def test_learned_range_check_names_the_positions(face):
-    module = build(face, "LearnedEncoding", (40, 8))
-    with pytest.raises(ValueError, match=r"positions must lie in 0 \.\. 39 .* got positions from "
-                                         r"-1 to 3"):
-        module.encoding(tensor(face, np.array([-1, 3]), "int8"))
 
 
 def test_faces_agree_on_small_integer_positions():

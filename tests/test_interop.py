@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-import posenc.keras.absolute as pk_absolute
+from posenc.keras import SinusoidalEncoding as KerasSinusoidal
 import posenc.keras.learned as pk
-import posenc.torch.absolute as pt_absolute
+from posenc.torch import SinusoidalEncoding as TorchSinusoidal
 import posenc.torch.learned as pt
 from posenc.interop import copy_weights
 from faces import numpy
@@ -118,7 +118,7 @@ def test_resized_modules_agree():
 
 
 def test_sinusoidal_modules_are_weightless_on_both_faces():
-    t, k = pt_absolute.SinusoidalEncoding(8), pk_absolute.SinusoidalEncoding(8)
+    t, k = TorchSinusoidal(8), KerasSinusoidal(8)
     assert copy_weights(t, k) is k and copy_weights(k, t) is t
     x = np.ones((1, 4, 8), np.float32)
     np.testing.assert_allclose(numpy(t(torch.as_tensor(x))), numpy(k(x)), atol=1e-5)

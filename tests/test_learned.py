@@ -12,8 +12,8 @@ from keras import ops
 import posenc.keras.learned as pk
 import posenc.torch.learned as pt
 import reference as ref
-from posenc.resample import interpolation_matrix
-from faces import dtype_name, numpy, tensor
+from posenc.learned import interpolation_matrix
+from faces import dtype_name, numpy, same_error, tensor
 
 FACES = {"torch": pt, "keras": pk}
 SETTINGS = settings(max_examples=25, deadline=None, derandomize=True)
@@ -186,44 +186,6 @@ def test_torch_resize_passes_gradients():
     np.testing.assert_allclose(table.grad[:, 0].numpy(), expected, atol=1e-6)
 
 
-def test_resize_errors(face):
-    resize, resize_2d = FACES[face].resize_table, FACES[face].resize_table_2d
-    table = tensor(face, np.zeros((17, 4), np.float32))
-    with pytest.raises(ValueError, match=r"resize_table: table must have rank 2, \(length, dim\), "
-                                         r"got shape \(17,\)"):
-        resize(tensor(face, np.zeros(17, np.float32)), 5)
-    for n in (0, -4):
-        with pytest.raises(ValueError, match=rf"new_length must be a positive integer, "
-                                             rf"got new_length={n}"):
-            resize(table, n)
-    with pytest.raises(ValueError, match=r"resize_table: mode must be one of 'linear', 'nearest', "
-                                         r"'cubic', got mode='bicubic'; 'bicubic' is a mode of "
-                                         r"resize_table_2d"):
-        resize(table, 5, mode="bicubic")
-    with pytest.raises(ValueError,
-                       match=r"resize_table_2d: mode must be one of .*got mode='linear'"):
-        resize_2d(table, (4, 4), (5, 5), prefix_tokens=1, mode="linear")
-    with pytest.raises(ValueError, match=r"the table has 17 rows but prefix_tokens=0 plus "
-                                         r"old_hw=\(4, 4\) make 16; .*CLS token\): "
-                                         r"prefix_tokens=1 would fit old_hw=\(4, 4\)\.$"):
-        resize_2d(table, (4, 4), (5, 5))
-    with pytest.raises(ValueError, match=r"the table has 17 rows but prefix_tokens=1 plus "
-                                         r"old_hw=\(3, 3\) make 10; .*prefix_tokens=8 would fit "
-                                         r"old_hw=\(3, 3\); old_hw=\(4, 4\) would fit "
-                                         r"prefix_tokens=1"):
-        resize_2d(table, (3, 3), (5, 5), prefix_tokens=1)
-    with pytest.raises(ValueError, match=r"new_hw must be a \(height, width\) pair of positive "
-                                         r"integers, got new_hw=\(0, 5\)"):
-        resize_2d(table, (4, 4), (0, 5), prefix_tokens=1)
-    with pytest.raises(ValueError, match=r"old_hw must be a \(height, width\) pair"):
-        resize_2d(table, (16,), (5, 5), prefix_tokens=1)
-    with pytest.raises(ValueError, match=r"prefix_tokens must be a non-negative integer, "
-                                         r"got prefix_tokens=-1"):
-        resize_2d(table, (4, 4), (5, 5), prefix_tokens=-1)
-    with pytest.raises(ValueError, match=r"resize_table_2d: table must have rank 2"):
-        resize_2d(tensor(face, np.zeros((4, 4, 4), np.float32)), (4, 4), (5, 5))
-
-
 # ---------------------------------------------------------------------------
 # LearnedEncoding.
 
@@ -304,43 +266,6 @@ def test_learned_resized(face):
     assert tuple(longer(tensor(face, np.zeros((1, 40, 4), np.float32))).shape) == (1, 40, 4)
 
 
-def test_learned_too_long(face):
-    enc = FACES[face].LearnedEncoding(20, 4)
-    with pytest.raises(ValueError, match=r"LearnedEncoding: sequence length 21 exceeds the "
-                                         r"table's max_len=20; build it with a larger max_len, or "
-                                         r"stretch a trained table with enc.resized\(21\)"):
-        enc(tensor(face, np.zeros((2, 21, 4), np.float32)))
-    with pytest.raises(ValueError, match=r"sequence length 30 exceeds the table's max_len=20"):
-        enc.encoding(30)
-    with pytest.raises(ValueError, match=r"positions must lie in 0 \.\. 19 \(the table's "
-                                         r"max_len=20\), got positions from 2 to 20; .*"
-                                         r"enc.resized\(21\)"):
-        enc(tensor(face, np.zeros((1, 2, 4), np.float32)), tensor(face, np.array([2, 20])))
-    with pytest.raises(ValueError, match=r"got positions from -1 to 3; negative positions"):
-        enc.encoding(tensor(face, np.array([[-1, 3]])))
-
-
-def test_learned_argument_errors(face):
-    cls = FACES[face].LearnedEncoding
-    with pytest.raises(ValueError, match=r"max_len must be a positive integer, got max_len=0"):
-        cls(0, 4)
-    with pytest.raises(ValueError, match=r"dim must be a positive integer, got dim=-1"):
-        cls(8, -1)
-    for bad in (0.0, -0.02, float("nan")):
-        with pytest.raises(ValueError, match=r"init_std must be a finite number greater than 0"):
-            cls(8, 4, init_std=bad)
-    enc = cls(8, 4)
-    with pytest.raises(ValueError, match=r"LearnedEncoding: x must be \(\.\.\., seq, dim\) with "
-                                         r"dim=4, got x.shape=\(1, 3, 5\)"):
-        enc(tensor(face, np.zeros((1, 3, 5), np.float32)))
-    with pytest.raises(ValueError, match=r"LearnedEncoding: positions index a learned table, so "
-                                         r"they must be integers, got dtype float32"):
-        enc(tensor(face, np.zeros((1, 2, 4), np.float32)),
-            tensor(face, np.array([0.0, 1.0], np.float32)))
-    with pytest.raises(ValueError, match=r"positions must be a positive integer, got positions=0"):
-        enc.encoding(0)
-
-
 # ---------------------------------------------------------------------------
 # HybridEncoding.
 
@@ -384,46 +309,8 @@ def test_hybrid_sinusoid_is_not_a_weight():
     assert tuple(pk.HybridEncoding(16, 4).scale.shape) == ()
 
 
-def test_hybrid_errors(face):
-    cls = FACES[face].HybridEncoding
-    with pytest.raises(ValueError, match=r"HybridEncoding: dim must be a multiple of 2 .*dim=5"):
-        cls(16, 5)
-    with pytest.raises(ValueError, match=r"base must be a finite number greater than 1"):
-        cls(16, 4, base=1.0)
-    with pytest.raises(ValueError, match=r"layout must be one of"):
-        cls(16, 4, layout="half")
-    with pytest.raises(ValueError, match=r"scale must be a finite number, got scale=nan"):
-        cls(16, 4, scale=float("nan"))
-    with pytest.raises(ValueError, match=r"max_len must be a positive integer, got max_len=-2"):
-        cls(-2, 4)
-    enc = cls(16, 4)
-    with pytest.raises(ValueError, match=r"HybridEncoding: sequence length 17 exceeds the table's "
-                                         r"max_len=16; build it with a larger max_len, or stretch "
-                                         r"a trained offset table with "
-                                         r"resize_table\(enc.offset, 17\)"):
-        enc(tensor(face, np.zeros((1, 17, 4), np.float32)))
-    with pytest.raises(ValueError, match=r"HybridEncoding: positions must lie in 0 \.\. 15"):
-        enc.encoding(tensor(face, np.array([16])))
-    with pytest.raises(ValueError, match=r"HybridEncoding: x must be \(\.\.\., seq, dim\) with "
-                                         r"dim=4"):
-        enc(tensor(face, np.zeros((1, 3, 8), np.float32)))
-
-
 # ---------------------------------------------------------------------------
 # PyTorch specifics.
-
-
-@pytest.mark.parametrize("cls", ["LearnedEncoding", "HybridEncoding"])
-def test_torch_state_dict_round_trip(cls):
-    torch.manual_seed(0)
-    enc = getattr(pt, cls)(12, 6)
-    with torch.no_grad():
-        for p in enc.parameters():
-            p.add_(torch.randn_like(p))
-    other = getattr(pt, cls)(12, 6)
-    other.load_state_dict(enc.state_dict())
-    x = torch.randn(2, 12, 6)
-    torch.testing.assert_close(other(x), enc(x), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("cls", ["LearnedEncoding", "HybridEncoding"])
@@ -445,22 +332,6 @@ def test_torch_training_step_changes_used_rows_only(cls):
     assert F.mse_loss(enc(x), target) < loss
 
 
-@pytest.mark.parametrize("cls", ["LearnedEncoding", "HybridEncoding"])
-def test_torch_autocast_bfloat16(cls):
-    torch.manual_seed(0)
-    proj, enc = torch.nn.Linear(8, 16), getattr(pt, cls)(40, 16)
-    with torch.no_grad():
-        for p in enc.parameters():
-            p.add_(0.1 * torch.randn_like(p))
-    x = torch.randn(2, 30, 8)
-    expected = enc(proj(x))
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        out = enc(proj(x))
-    assert out.dtype == torch.bfloat16
-    assert enc.encoding(30).dtype == torch.float32
-    torch.testing.assert_close(out.float(), expected, atol=5e-2, rtol=2e-2)
-
-
 def test_torch_resized_keeps_dtype_and_mode():
     enc = pt.LearnedEncoding(10, 4).to(torch.bfloat16).eval()
     longer = enc.resized(15)
@@ -474,40 +345,6 @@ def test_torch_resized_keeps_dtype_and_mode():
 KERAS_CASES = [("LearnedEncoding", {"max_len": 12, "dim": 6, "init_std": 0.1}),
                ("HybridEncoding", {"max_len": 12, "dim": 6, "base": 50.0, "layout": "concat",
                                    "scale": 2.0})]
-
-
-@pytest.mark.parametrize("cls, kwargs", KERAS_CASES)
-def test_keras_config_round_trip(cls, kwargs):
-    layer = getattr(pk, cls)(**kwargs, name="pos")
-    config = layer.get_config()
-    assert kwargs.items() <= config.items()
-    clone = getattr(pk, cls).from_config(config)
-    assert clone.get_config() == config
-
-
-@pytest.mark.parametrize("cls, kwargs", KERAS_CASES)
-def test_keras_save_and_load(cls, kwargs, tmp_path):
-    inputs = keras.Input((9, 6))
-    layer = getattr(pk, cls)(**kwargs)
-    model = keras.Model(inputs, layer(inputs))
-    for w in layer.weights:
-        randomize("keras", w, seed=len(w.shape))
-    path = tmp_path / "m.keras"
-    model.save(path)
-    loaded = keras.saving.load_model(path)
-    assert isinstance(loaded.layers[-1], getattr(pk, cls))
-    x = np.random.default_rng(7).normal(size=(2, 9, 6)).astype(np.float32)
-    np.testing.assert_array_equal(numpy(loaded(x)), numpy(model(x)))
-    for a, b in zip(loaded.layers[-1].weights, layer.weights):
-        np.testing.assert_array_equal(numpy(a), numpy(b))
-
-
-@pytest.mark.parametrize("cls, kwargs", KERAS_CASES)
-def test_keras_symbolic_shapes(cls, kwargs):
-    layer = getattr(pk, cls)(**kwargs)
-    assert tuple(layer(keras.Input((None, 6))).shape) == (None, None, 6)
-    assert tuple(layer(keras.Input((9, 6), batch_size=2)).shape) == (2, 9, 6)
-    assert layer.compute_output_shape((None, 4, 6)) == (None, 4, 6)
 
 
 @pytest.mark.parametrize("cls, kwargs", KERAS_CASES)
@@ -527,16 +364,107 @@ def test_keras_fit_changes_used_rows(cls, kwargs):
     np.testing.assert_array_equal(after[7:], before[7:])
 
 
-@pytest.mark.parametrize("cls, kwargs", KERAS_CASES)
-def test_keras_mixed_precision(cls, kwargs, mixed_bfloat16):
-    layer = getattr(pk, cls)(**kwargs)
-    assert layer.compute_dtype == "bfloat16"
-    assert all(dtype_name(w) == "float32" for w in layer.weights)
-    for w in layer.weights:
-        randomize("keras", w, seed=3)
-    x = np.random.default_rng(9).normal(size=(2, 8, 6)).astype(np.float32)
-    out = layer(x)
-    assert dtype_name(out) == "bfloat16"
-    expected = x + numpy(layer.encoding(8))
-    assert dtype_name(layer.encoding(8)) == "float32"
-    np.testing.assert_allclose(numpy(out), expected, atol=0.1, rtol=2e-2)
+# ---------------------------------------------------------------------------
+# Tables from elsewhere: from_table, extended, the low-rank approximation.
+
+
+def test_learned_from_table_copies_the_table(face):
+    table = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)
+    source = tensor(face, table)
+    enc = FACES[face].LearnedEncoding.from_table(source, init_std=0.5)
+    assert (enc.max_len, enc.dim, enc.init_std) == (6, 4, 0.5)
+    np.testing.assert_array_equal(numpy(enc.table), table)
+    np.testing.assert_array_equal(numpy(enc.encoding(tensor(face, np.array([5, 0])))),
+                                  table[[5, 0]])
+    # a copy: changing the module leaves the source alone
+    randomize(face, enc.table, seed=1)
+    np.testing.assert_array_equal(numpy(source), table)
+    # from a NumPy array and from another module's weight
+    np.testing.assert_array_equal(numpy(FACES[face].LearnedEncoding.from_table(table).table), table)
+    again = FACES[face].LearnedEncoding.from_table(enc.table)
+    np.testing.assert_array_equal(numpy(again.table), numpy(enc.table))
+
+
+def test_learned_from_table_errors(face):
+    cls = FACES[face].LearnedEncoding
+    with pytest.raises(ValueError, match=r"LearnedEncoding.from_table: table must have rank 2"):
+        cls.from_table(tensor(face, np.zeros((2, 3, 4), np.float32)))
+    with pytest.raises(ValueError, match=r"LearnedEncoding.from_table: table must be a "
+                                         r"floating-point tensor, got dtype int"):
+        cls.from_table(tensor(face, np.zeros((3, 4), np.int32)))
+    with pytest.raises(ValueError, match="init_std must be a finite number greater than 0"):
+        cls.from_table(tensor(face, np.zeros((3, 4), np.float32)), init_std=0.0)
+
+
+def test_learned_extended_keeps_trained_rows(face):
+    enc = seeded(face, FACES[face].LearnedEncoding, 8, 64, init_std=0.1)
+    trained = randomize(face, enc.table)
+    longer = enc.extended(200, seed=3)
+    assert (longer.max_len, longer.dim, longer.init_std) == (200, 64, 0.1)
+    table = numpy(longer.table)
+    np.testing.assert_array_equal(table[:8], trained)          # exactly the trained rows
+    new = table[8:]                                            # drawn like a fresh table
+    assert np.abs(new).max() <= 2 * 0.1 + 1e-6
+    assert abs(new.std() - 0.1 * 0.88) < 0.01   # std of N(0, s) cut at 2s is 0.88 s
+    np.testing.assert_array_equal(numpy(enc.extended(200, seed=3).table), table)  # seeded
+    assert not np.array_equal(numpy(enc.extended(200, seed=4).table)[8:], new)
+    np.testing.assert_array_equal(numpy(enc.extended(8).table), trained)  # same length: a copy
+
+
+def test_learned_extended_errors(face):
+    enc = FACES[face].LearnedEncoding(8, 4)
+    with pytest.raises(ValueError, match=r"new_max_len must be at least max_len=8 .* got "
+                                         r"new_max_len=5; .*enc.resized\(5\).*table\[:5\]"):
+        enc.extended(5)
+    with pytest.raises(ValueError, match="new_max_len must be a positive integer"):
+        enc.extended(2.5)
+    with pytest.raises(ValueError, match="seed must be None or a non-negative integer"):
+        enc.extended(9, seed=-1)
+
+
+def test_torch_extended_and_from_table_keep_dtype_device_and_mode():
+    enc = pt.LearnedEncoding(4, 8).to(torch.bfloat16).eval()
+    longer = enc.extended(6, seed=0)
+    assert longer.table.dtype == torch.bfloat16 and not longer.training
+    assert torch.equal(longer.table[:4], enc.table)
+    copy = pt.LearnedEncoding.from_table(enc.table.detach())
+    assert copy.table.dtype == torch.bfloat16 and copy.table.requires_grad
+
+
+def test_low_rank_from_table_is_the_truncated_svd(face):
+    rng = np.random.default_rng(0)
+    table = rng.normal(size=(12, 7)).astype(np.float32)
+    u, s, vt = np.linalg.svd(table.astype(np.float64), full_matrices=False)
+    for rank in (1, 3, 7):
+        enc = FACES[face].LowRankEncoding.from_table(tensor(face, table), rank)
+        assert (enc.max_len, enc.dim, enc.rank) == (12, 7, rank)
+        best = (u[:, :rank] * s[:rank]) @ vt[:rank]
+        np.testing.assert_allclose(numpy(enc.encoding(12)), best, atol=1e-5)
+        # the balanced split: both factors carry sqrt(S)
+        np.testing.assert_allclose(np.linalg.norm(numpy(enc.left), axis=0), np.sqrt(s[:rank]),
+                                   rtol=1e-5)
+        np.testing.assert_allclose(np.linalg.norm(numpy(enc.right), axis=1), np.sqrt(s[:rank]),
+                                   rtol=1e-5)
+        # Eckart-Young: the error is the discarded singular values
+        err = np.linalg.norm(numpy(enc.encoding(12)) - table)
+        np.testing.assert_allclose(err, np.sqrt((s[rank:] ** 2).sum()), atol=1e-4)
+    with pytest.raises(ValueError, match=r"LowRankEncoding.from_table: rank=8 exceeds "
+                                         r"min\(max_len, dim\)=7"):
+        FACES[face].LowRankEncoding.from_table(tensor(face, table), 8)
+
+
+def test_plumbing_faces_agree():
+    rng = np.random.default_rng(1)
+    table = rng.normal(size=(10, 6)).astype(np.float32)
+    t = pt.LowRankEncoding.from_table(torch.as_tensor(table), 2)
+    k = pk.LowRankEncoding.from_table(ops.convert_to_tensor(table), 2)
+    for name in ("left", "right"):
+        np.testing.assert_allclose(numpy(getattr(t, name)), numpy(getattr(k, name)), atol=1e-6)
+    t = pt.LearnedEncoding.from_table(table).extended(12, seed=0)
+    k = pk.LearnedEncoding.from_table(table).extended(12, seed=0)
+    np.testing.assert_array_equal(numpy(t.table)[:10], numpy(k.table)[:10])
+    message = same_error(["torch", "keras"], lambda face: {"torch": t, "keras": k}[face].extended(3))
+    assert "new_max_len must be at least max_len=12" in message
+    message = same_error(["torch", "keras"], lambda face: FACES[face].LowRankEncoding.from_table(
+        tensor(face, table), 0))
+    assert "LowRankEncoding.from_table: rank must be at least 1" in message

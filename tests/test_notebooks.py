@@ -87,7 +87,9 @@ def test_config_builds_from_md_and_links_colab_to_ipynb():
     assert "**.ipynb" in CONFIG["exclude_patterns"]
     assert CONFIG["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
     assert CONFIG["repository"]["url"].startswith("https://github.com/")
-    assert CONFIG["execute"]["execute_notebooks"] == "force"
+    # executed once, then cached in the (ignored) build folder; CI builds from a clean _build
+    assert CONFIG["execute"]["execute_notebooks"] == "cache"
+    assert CONFIG["execute"]["cache"].startswith("_build/")
 
 
 def test_requirements_are_pinned():

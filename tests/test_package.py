@@ -12,8 +12,16 @@ import posenc
 from posenc import _checks
 
 
+@pytest.fixture(autouse=True)
+def _keep_torch_threads(monkeypatch):
+    """pick_device may set PyTorch's thread count: never for the rest of the test session."""
+    import torch
+
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
+
+
 def test_import_posenc_imports_no_framework():
-    code = ("import sys, posenc, posenc.core, posenc.interop, posenc.notebook, posenc.plotting; "
+    code = ("import sys, posenc, posenc.sinusoidal, posenc.learned, posenc.regularization, posenc.structured, posenc.interop, posenc.notebook, posenc.plotting; "
             "print(sorted(m for m in ('torch', 'keras', 'tensorflow', 'jax') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -109,3 +117,39 @@ def test_glue_falls_back_to_print_without_myst_nb(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "myst_nb", None)   # makes `from myst_nb import glue` fail
     assert notebook.glue("answer", 42) is None
     assert "answer = 42" in capsys.readouterr().out
+
+
+def test_pick_device_uses_one_torch_thread_next_to_tensorflow_on_the_cpu(monkeypatch):
+    import torch
+
+    calls = []
+    monkeypatch.setattr(torch, "set_num_threads", calls.append)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    config = types.SimpleNamespace(list_physical_devices=lambda kind: [],
+                                   experimental=types.SimpleNamespace())
+    monkeypatch.setitem(sys.modules, "tensorflow", types.SimpleNamespace(config=config))
+    _, report = posenc.pick_device(verbose=False, report=True)
+    assert calls == [1] and report.torch_threads == 1
+    assert "PyTorch on cpu (1 thread)" in str(report)
+    posenc.pick_device(verbose=False, cpu_threads=3)
+    posenc.pick_device(verbose=False, cpu_threads=None)
+    assert calls == [1, 3]
+    with pytest.raises(ValueError, match="pick_device: cpu_threads must be a positive integer"):
+        posenc.pick_device(verbose=False, cpu_threads=0)
+    # without TensorFlow in the process, "auto" leaves PyTorch alone
+    monkeypatch.delitem(sys.modules, "tensorflow")
+    monkeypatch.setenv("KERAS_BACKEND", "torch")
+    monkeypatch.setattr("posenc.device._installed", lambda name: name == "torch")
+    assert posenc.pick_device(verbose=False, report=True)[1].torch_threads is None
+    assert calls == [1, 3]
+
+
+def test_pick_device_leaves_threads_alone_on_a_gpu(monkeypatch):
+    import torch
+
+    calls = []
+    monkeypatch.setattr(torch, "set_num_threads", calls.append)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert posenc.pick_device(verbose=False).type == "cuda"
+    assert calls == []

@@ -13,10 +13,10 @@ from keras import ops
 import posenc.keras.regularization as kr
 import posenc.torch.regularization as tr
 from posenc.interop import copy_weights
-from posenc.keras.absolute import SinusoidalEncoding as KerasSinusoidal
-from posenc.keras.structured import LowRankEncoding as KerasLowRank
-from posenc.torch.absolute import SinusoidalEncoding as TorchSinusoidal
-from posenc.torch.structured import LowRankEncoding as TorchLowRank
+from posenc.keras.sinusoidal import SinusoidalEncoding as KerasSinusoidal
+from posenc.keras.learned import LowRankEncoding as KerasLowRank
+from posenc.torch.sinusoidal import SinusoidalEncoding as TorchSinusoidal
+from posenc.torch.learned import LowRankEncoding as TorchLowRank
 import faces
 from faces import dtype_name, np32, same_error
 
@@ -142,37 +142,7 @@ def test_shapes_are_kept_and_channel_masks_span_the_sequence(lead, seq, dim, see
         assert (out == out[..., :1, :]).all()
 
 
-# --------------------------------------------------------------------------- errors
-
-@pytest.mark.parametrize("face", FACES)
-def test_errors_name_the_argument_and_the_fix(face):
-    mod = FACES[face]
-    for cls in (mod.EncodingDropout, mod.ChannelDropout):
-        for bad in (1.0, 1.5, -0.1):
-            with pytest.raises(ValueError, match=rf"{cls.__name__}: rate must be in \[0, 1\).*"
-                                                 rf"got rate={bad}.*0 to switch it off"):
-                cls(bad)
-        with pytest.raises(ValueError, match="rate must be a number"):
-            cls("0.1")
-        with pytest.raises(ValueError, match="rate must be finite"):
-            cls(float("nan"))
-    with pytest.raises(ValueError, match=r"GaussianNoise: std must be >= 0.*got std=-0.1"):
-        mod.GaussianNoise(-0.1)
-    with pytest.raises(ValueError,
-                       match="seed must be None or a non-negative integer, got seed=1.5"):
-        mod.EncodingDropout(0.1, seed=1.5)
-    with pytest.raises(ValueError, match=r"the encoding must be \(\.\.\., seq, dim\)"):
-        apply(face, mod.EncodingDropout(0.1), tensor(face, np.ones(4)), training=True)
-    sinusoidal = TorchSinusoidal(8) if face == "torch" else KerasSinusoidal(8)
-    for bad in (dict(dropout=1.0), dict(channel_dropout=-1.0), dict(noise_std=-1.0)):
-        (name, value), = bad.items()
-        with pytest.raises(ValueError, match=rf"RegularizedEncoding: {name} must be .*"
-                                             rf"got {name}={value}"):
-            mod.RegularizedEncoding(sinusoidal, **bad)
-    dense = torch.nn.Linear(8, 8) if face == "torch" else keras.layers.Dense(8)
-    with pytest.raises(ValueError, match=r"encoding must be an absolute .* encoding\(positions\) "
-                                         r"method.*got (Linear|Dense)"):
-        mod.RegularizedEncoding(dense)
+# Bad arguments: tests/test_errors.py.
 
 
 # --------------------------------------------------------------------------- the wrapper
@@ -242,44 +212,11 @@ def _low_rank_pair():
     return t, k
 
 
-def test_parity_given_the_same_weights_both_directions():
-    x = np.random.default_rng(0).normal(size=(2, 6, 16)).astype(np.float32)
-    for direction in ("torch->keras", "keras->torch"):
-        t, k = _low_rank_pair()
-        t.eval()
-        k(ops.convert_to_tensor(x))
-        if direction == "torch->keras":
-            copy_weights(t, k)
-        else:
-            copy_weights(k, t)
-        np.testing.assert_allclose(np32(k(ops.convert_to_tensor(x))), np32(t(torch.as_tensor(x))),
-                                   atol=1e-5, rtol=0)
-    # regularisation itself is the identity at inference in both faces
-    np.testing.assert_allclose(np32(k(ops.convert_to_tensor(x))),
-                               x + np32(t.inner.encoding(6)), atol=1e-5)
-
-
 def test_weightless_parts_add_no_weights():
     t, k = _low_rank_pair()
     assert {n for n, _ in t.named_parameters()} == {"inner.left", "inner.right"}
     assert sorted(w.path.split("/")[-1] for w in k.weights) == ["left", "right"]
     assert set(t.state_dict()) == {"inner.left", "inner.right"}
-
-
-def test_torch_state_dict_round_trip_and_training_step():
-    src, dst = _low_rank_pair()[0], _low_rank_pair()[0]
-    dst.load_state_dict(src.state_dict())
-    x = torch.randn(4, 6, 16)
-    src.eval(), dst.eval()
-    torch.testing.assert_close(dst(x), src(x), rtol=0, atol=0)
-    src.train()
-    opt = torch.optim.SGD(src.parameters(), lr=0.1)
-    before = src.inner.left.detach().clone()
-    loss = src(x).square().mean()
-    loss.backward()
-    assert src.inner.left.grad.abs().sum() > 0 and src.inner.right.grad.abs().sum() > 0
-    opt.step()
-    assert not torch.equal(before, src.inner.left)
 
 
 def test_torch_deepcopy_keeps_the_seeded_stream():
@@ -301,40 +238,6 @@ def test_keras_config_round_trip_of_the_parts(name, arg):
     np.testing.assert_array_equal(np32(clone(pe, training=True)), np32(layer(pe, training=True)))
 
 
-def test_keras_config_round_trip_of_the_wrapper():
-    enc = _low_rank_pair()[1]
-    enc(ops.zeros((1, 4, 16)))
-    config = enc.get_config()
-    expected = {"dropout": 0.1, "channel_dropout": 0.1, "noise_std": 0.1, "seed": 0}
-    assert expected.items() <= config.items()
-    clone = kr.RegularizedEncoding.from_config(config)
-    assert isinstance(clone.inner, KerasLowRank)
-    assert clone.inner.get_config() == enc.inner.get_config()
-    assert clone.get_config() == config
-    clone.set_weights(enc.get_weights())
-    x = ops.convert_to_tensor(np.random.default_rng(0).normal(size=(2, 6, 16)).astype(np.float32))
-    np.testing.assert_array_equal(np32(clone(x)), np32(enc(x)))
-
-
-@pytest.mark.parametrize("inner", ["sinusoidal", "low_rank"])
-def test_keras_symbolic_shapes_and_save_load(inner, tmp_path):
-    layer = (kr.RegularizedEncoding(KerasSinusoidal(16), dropout=0.1, noise_std=0.1, seed=1)
-             if inner == "sinusoidal" else _low_rank_pair()[1])
-    x_in = keras.Input((6, 16))
-    model = keras.Model(x_in, layer(x_in))
-    assert tuple(model.outputs[0].shape) == (None, 6, 16)
-    for part in (kr.EncodingDropout(0.1), kr.ChannelDropout(0.1), kr.GaussianNoise(0.1)):
-        assert tuple(part(x_in).shape) == (None, 6, 16)
-    x = np.random.default_rng(0).normal(size=(3, 6, 16)).astype(np.float32)
-    expected = np32(model.predict(x, verbose=0))
-    model.save(tmp_path / "model.keras")
-    loaded = keras.saving.load_model(tmp_path / "model.keras")
-    np.testing.assert_allclose(np32(loaded.predict(x, verbose=0)), expected, atol=1e-6, rtol=0)
-    restored = loaded.layers[-1]
-    assert isinstance(restored, kr.RegularizedEncoding)
-    assert restored.get_config()["dropout"] == layer.get_config()["dropout"]
-
-
 def test_keras_training_step_runs_the_regularisers():
     enc = _low_rank_pair()[1]
     x_in = keras.Input((6, 16))
@@ -352,62 +255,11 @@ def test_keras_training_step_runs_the_regularisers():
     assert not np.allclose(trained, x + np32(enc.encoding(6)))
 
 
-def test_keras_mixed_precision(mixed_bfloat16):
-    enc = kr.RegularizedEncoding(KerasLowRank(8, 16, rank=3), dropout=0.2, channel_dropout=0.2,
-                                 noise_std=0.1, seed=0)
-    x = ops.convert_to_tensor(np.random.default_rng(0).normal(size=(2, 6, 16)).astype(np.float32))
-    for training in (False, True):
-        out = enc(x, training=training)
-        assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
-    assert all(keras.backend.standardize_dtype(w.dtype) == "float32" for w in enc.weights)
-    expected = np32(x) + np32(enc.encoding(6))
-    np.testing.assert_allclose(np32(enc(x)), expected, atol=3e-2, rtol=1e-2)
-    part = kr.EncodingDropout(0.5, seed=0)
-    assert keras.backend.standardize_dtype(part(x, training=True).dtype) == "bfloat16"
-
-
 # --------------------------------------------------------------------------- inputs at the edges
 
 def _inner(face, name):
     mod = {"torch": (TorchSinusoidal, TorchLowRank), "keras": (KerasSinusoidal, KerasLowRank)}[face]
     return mod[0](16) if name == "sinusoidal" else mod[1](8, 16, rank=2)
-
-
-@pytest.mark.parametrize("inner", ["sinusoidal", "low_rank"])
-@pytest.mark.parametrize("training", [False, True])
-def test_wrapper_returns_an_empty_sequence_unchanged(inner, training):
-    for face in FACES:
-        enc = FACES[face].RegularizedEncoding(_inner(face, inner), dropout=0.2,
-                                              channel_dropout=0.2, noise_std=0.1, seed=0)
-        out = wrapped(face, enc, training=training, x=tensor(face, np.zeros((2, 0, 16))))
-        assert tuple(out.shape) == (2, 0, 16)
-        assert dtype_name(out) == "float32"
-
-
-@pytest.mark.parametrize("inner", ["sinusoidal", "low_rank"])
-@pytest.mark.parametrize("shape", [(2, 1), (4,), (3, 3), (1, 2, 3)])
-def test_wrapper_positions_must_match_x(inner, shape):
-    def call(face):
-        enc = FACES[face].RegularizedEncoding(_inner(face, inner), dropout=0.2, seed=0)
-        positions = faces.tensor(face, np.zeros(shape, np.int32))
-        return wrapped(face, enc, training=True, x=tensor(face, np.zeros((2, 3, 16))),
-                       positions=positions)
-
-    message = same_error(FACES, call)
-    assert message.startswith("RegularizedEncoding: positions must have shape (seq,) or "
-                              "(batch, seq)")
-    assert f"got positions.shape={shape} for x.shape=(2, 3, 16)" in message
-
-
-@pytest.mark.parametrize("shape", [(3,), (1, 3), (2, 3)])
-def test_wrapper_positions_of_accepted_shapes(shape):
-    positions = np.broadcast_to(np.array([4, 1, 6]), shape).copy()
-    for face in FACES:
-        enc = FACES[face].RegularizedEncoding(_inner(face, "low_rank"), dropout=0.2, seed=0)
-        out = np32(wrapped(face, enc, training=False, x=tensor(face, np.zeros((2, 3, 16))),
-                           positions=faces.tensor(face, positions)))
-        want = np32(enc.encoding(faces.tensor(face, np.array([4, 1, 6]))))
-        np.testing.assert_allclose(out, np.broadcast_to(want, (2, 3, 16)), atol=1e-6)
 
 
 def test_wrapper_checks_the_width_of_x():

@@ -2,19 +2,171 @@
 
 from __future__ import annotations
 
+import keras
+import numpy as np
+import pytest
+import torch
+from keras import ops
+
+import posenc.keras as pk
+import posenc.keras.scratch as sk
+import posenc.torch as pt
+import posenc.torch.scratch as st
+from faces import np32
+from posenc.theory import shift_matrix as theory_shift_matrix
+
+# Chapter 1
+
+
+def _attention_inputs(seed=0, batch=3, seq=37, dim=32, head_dim=8):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(batch, seq, dim)).astype(np.float32)
+    w = [rng.normal(size=(dim, head_dim)).astype(np.float32) / dim**0.5 for _ in range(3)]
+    return x, w
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_self_attention_equals_torch_sdpa(causal):
+    x, w = _attention_inputs()
+    xt, (wq, wk, wv) = torch.from_numpy(x), [torch.from_numpy(m) for m in w]
+    ours = st.self_attention(xt, wq, wk, wv, causal=causal)
+    ref = torch.nn.functional.scaled_dot_product_attention(xt @ wq, xt @ wk, xt @ wv,
+                                                           is_causal=causal)
+    assert ours.shape == (3, 37, 8)
+    torch.testing.assert_close(ours, ref, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_self_attention_equals_keras_ops_and_torch_scratch(causal):
+    x, w = _attention_inputs(seed=1)
+    ours = ops.convert_to_numpy(sk.self_attention(x, *w, causal=causal))
+    # keras.ops.dot_product_attention takes (batch, seq, heads, head_dim)
+    q, k, v = (ops.expand_dims(ops.matmul(x, m), 2) for m in w)
+    ref = ops.convert_to_numpy(ops.dot_product_attention(q, k, v, is_causal=causal))[:, :, 0]
+    np.testing.assert_allclose(ours, ref, atol=1e-5, rtol=1e-5)
+    torch_ours = st.self_attention(torch.from_numpy(x), *map(torch.from_numpy, w), causal=causal)
+    np.testing.assert_allclose(ours, torch_ours.numpy(), atol=1e-5, rtol=1e-5)
+
+
+def test_causal_attention_ignores_the_future():
+    x, w = _attention_inputs(seed=2)
+    changed = x.copy()
+    changed[:, 20:] += 1.0
+    for face, attend in (("torch", lambda a: st.self_attention(torch.from_numpy(a),
+                                                               *map(torch.from_numpy, w),
+                                                               causal=True).numpy()),
+                         ("keras", lambda a: ops.convert_to_numpy(
+                             sk.self_attention(a, *w, causal=True)))):
+        before, after = attend(x), attend(changed)
+        np.testing.assert_allclose(before[:, :20], after[:, :20], atol=1e-6, err_msg=face)
+        assert np.abs(before[:, 20:] - after[:, 20:]).max() > 1e-2, face
+
+
+def test_permutation_gap_both_faces():
+    x, w = _attention_inputs(seed=3)
+    perm = np.random.default_rng(3).permutation(x.shape[1])
+    xt, wt = torch.from_numpy(x), [torch.from_numpy(m) for m in w]
+    gaps = {
+        ("torch", False): float(st.permutation_gap(lambda a: st.self_attention(a, *wt), xt,
+                                                   torch.from_numpy(perm))),
+        ("torch", True): float(st.permutation_gap(
+            lambda a: st.self_attention(a, *wt, causal=True), xt, torch.from_numpy(perm))),
+        ("keras", False): float(sk.permutation_gap(lambda a: sk.self_attention(a, *w), x, perm)),
+        ("keras", True): float(sk.permutation_gap(
+            lambda a: sk.self_attention(a, *w, causal=True), x, perm)),
+    }
+    # the definition, in NumPy, for the torch face's causal case
+    full = st.self_attention(xt, *wt, causal=True).numpy()
+    permuted = st.self_attention(xt[:, perm], *wt, causal=True).numpy()
+    assert gaps[("torch", True)] == pytest.approx(np.abs(permuted - full[:, perm]).max(), abs=1e-6)
+    assert gaps[("torch", False)] < 1e-5 and gaps[("keras", False)] < 1e-5
+    assert gaps[("torch", True)] > 1e-2
+    assert gaps[("keras", True)] == pytest.approx(gaps[("torch", True)], abs=1e-4)
+
+
+# Chapter 2
+
+
+@pytest.mark.parametrize("dim", [2, 64, 512])
+def test_sinusoidal_equals_the_package(dim):
+    positions = np.arange(0, 4096, 3)
+    ours_t = st.sinusoidal(torch.from_numpy(positions), dim)
+    ours_k = ops.convert_to_numpy(sk.sinusoidal(positions, dim))
+    ref_t = pt.sinusoidal(torch.from_numpy(positions), dim)
+    ref_k = ops.convert_to_numpy(pk.sinusoidal(ops.convert_to_tensor(positions), dim))
+    assert ours_t.shape == (len(positions), dim) and ours_t.dtype == torch.float32
+    assert ours_k.shape == (len(positions), dim) and ours_k.dtype == np.float32
+    np.testing.assert_allclose(ours_t.numpy(), ref_t.numpy(), atol=1e-6)
+    np.testing.assert_allclose(ours_k, ref_k, atol=1e-6)
+    np.testing.assert_allclose(ours_k, ours_t.numpy(), atol=1e-6)
+
+
+def test_sinusoidal_base_and_float32_angles():
+    positions = np.arange(10**6 - 512, 10**6 + 512)
+    ref = pt.sinusoidal(torch.from_numpy(positions), 64, base=500.0).numpy()
+    np.testing.assert_allclose(st.sinusoidal(torch.from_numpy(positions), 64, base=500.0).numpy(),
+                               ref, atol=1e-6)
+    np.testing.assert_allclose(ops.convert_to_numpy(sk.sinusoidal(positions, 64, base=500.0)),
+                               ref, atol=1e-6)
+    # float32 angles are the naive computation: far from the package at a million positions
+    naive_t = st.sinusoidal(torch.from_numpy(positions), 64, base=500.0, dtype=torch.float32)
+    naive_k = sk.sinusoidal(positions, 64, base=500.0, dtype="float32")
+    assert np.abs(naive_t.numpy() - ref).max() > 1e-2
+    assert np.abs(ops.convert_to_numpy(naive_k) - ref).max() > 1e-2
+
+
+@pytest.mark.parametrize("k", [0, 1, -3, 17, 2.5, 12345])
+def test_shift_matrix_equals_theory_and_shifts(k):
+    dim = 64
+    ref = theory_shift_matrix(k, dim)
+    ours_t = st.shift_matrix(k, dim).numpy()
+    ours_k = ops.convert_to_numpy(sk.shift_matrix(k, dim))
+    np.testing.assert_allclose(ours_t, ref, atol=1e-12)
+    np.testing.assert_allclose(ours_k, ref, atol=1e-12)
+    positions = torch.arange(0, 5000, 7, dtype=torch.float64)
+    pe = pt.sinusoidal(positions, dim).numpy()
+    np.testing.assert_allclose(pe @ ours_t.T, pt.sinusoidal(positions + k, dim).numpy(),
+                               atol=1e-9)
+
+
+
+# Chapter 3
+
+
+
+
+
+
+def test_learned_scratch_equals_package():
+    torch.manual_seed(0)
+    enc = pt.LearnedEncoding(12, 8)
+    x = torch.randn(3, 7, 8)
+    table = enc.table.detach()
+    assert torch.equal(st.learned(x, table), enc(x).detach())
+    enc_k = pk.LearnedEncoding(12, 8)
+    enc_k.table.assign(table.numpy())
+    out_k = keras.ops.convert_to_numpy(sk.learned(x.numpy(), enc_k.table))
+    np.testing.assert_allclose(out_k, keras.ops.convert_to_numpy(enc_k(x.numpy())), atol=1e-7)
+    np.testing.assert_allclose(out_k, st.learned(x, table).numpy(), atol=1e-7)
+
+
+@pytest.mark.parametrize("old,new", [(8, 16), (8, 13), (16, 5), (7, 7), (1, 4), (5, 1)])
+def test_resize_linear_scratch_equals_package(old, new):
+    table = np.random.default_rng(old * 100 + new).normal(size=(old, 6)).astype("float32")
+    want = pt.resize_table(torch.from_numpy(table), new).numpy()
+    np.testing.assert_allclose(st.resize_linear(torch.from_numpy(table), new).numpy(), want,
+                               atol=1e-5)
+    got_k = keras.ops.convert_to_numpy(sk.resize_linear(keras.ops.convert_to_tensor(table), new))
+    np.testing.assert_allclose(got_k, want, atol=1e-5)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(pk.resize_table(keras.ops.convert_to_tensor(table), new)),
+        want, atol=1e-6)
+
 
 # Chapter 4
 
+
 def test_chapter4_coordinate_encoding_scratch_equals_the_package():
-    import numpy as np
-    import torch
-
-    import posenc.keras as pk
-    import posenc.keras.scratch as sk
-    import posenc.torch as pt
-    import posenc.torch.scratch as st
-    from faces import np32
-
     boxes = np.random.default_rng(0).uniform(size=(2, 5, 4)).astype(np.float32)
     expected = np32(pt.coordinate_encoding(torch.as_tensor(boxes), 64))
     np.testing.assert_allclose(np32(st.coordinate_encoding(torch.as_tensor(boxes), 64)),
@@ -24,14 +176,6 @@ def test_chapter4_coordinate_encoding_scratch_equals_the_package():
 
 
 def test_chapter4_laplacian_positions_scratch_equals_the_package_up_to_sign():
-    import numpy as np
-    import torch
-
-    import posenc.keras.scratch as sk
-    import posenc.torch as pt
-    import posenc.torch.scratch as st
-    from faces import np32
-
     # a connected graph whose eigenvalues are distinct, so each eigenvector is unique up to sign
     rng = np.random.default_rng(0)
     weights = np.triu(rng.uniform(0.5, 2.0, size=(7, 7)), 1)

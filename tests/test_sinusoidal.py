@@ -1,4 +1,4 @@
-"""Sinusoidal encodings in both faces: values, properties, precision, errors, parity."""
+"""Sinusoidal encodings in both faces: values, properties, precision, function parity."""
 
 import keras
 import numpy as np
@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from keras import ops
 
-import posenc.keras.absolute as pk
-import posenc.torch.absolute as pt
+import posenc.keras as pk
+import posenc.torch as pt
 import reference as ref
 from posenc.interop import copy_weights
 from faces import dtype_name, numpy, tensor
@@ -200,76 +200,10 @@ def test_torch_encoding_stays_float32_after_module_cast():
     np.testing.assert_allclose(numpy(pe), ref.sinusoidal(500, 8), atol=1e-6)
 
 
-def test_torch_state_dict_round_trip():
-    enc = pt.SinusoidalEncoding(8, base=77.0)
-    other = pt.SinusoidalEncoding(8, base=77.0)
-    other.load_state_dict(enc.state_dict())
-    x = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(0))
-    torch.testing.assert_close(other(x), enc(x))
-
-
-def test_torch_autocast_bfloat16():
-    torch.manual_seed(0)
-    proj = torch.nn.Linear(8, 16)
-    enc = pt.SinusoidalEncoding(16)
-    x = torch.randn(2, 30, 8)
-    expected = enc(proj(x))
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        out = enc(proj(x))
-    assert out.dtype == torch.bfloat16
-    torch.testing.assert_close(out.float(), expected, atol=5e-2, rtol=2e-2)
-
-
-def test_bfloat16_inputs_give_bfloat16_outputs(face):
-    x = np.random.default_rng(1).normal(size=(2, 30, 16)).astype(np.float32)
-    kwargs = {"dtype": "bfloat16"} if face == "keras" else {}
-    enc = FACES[face].SinusoidalEncoding(16, **kwargs)
-    out = enc(tensor(face, x, "bfloat16"))
-    assert dtype_name(out) == "bfloat16"
-    np.testing.assert_allclose(numpy(out), x + ref.sinusoidal(30, 16), atol=5e-2)
+def test_bfloat16_positions_give_a_bfloat16_encoding(face):
     positions = FACES[face].sinusoidal(tensor(face, np.arange(30), "bfloat16"), 16)
     assert dtype_name(positions) == "bfloat16"
     np.testing.assert_allclose(numpy(positions), ref.sinusoidal(30, 16), atol=1e-2)
-
-
-def test_keras_mixed_precision(mixed_bfloat16):
-    enc = pk.SinusoidalEncoding(16)
-    assert enc.compute_dtype == "bfloat16"
-    x = np.random.default_rng(2).normal(size=(2, 10, 16)).astype(np.float32)
-    out = enc(x)
-    assert dtype_name(out) == "bfloat16"
-    np.testing.assert_allclose(numpy(out), x + ref.sinusoidal(10, 16), atol=5e-2)
-
-
-def test_keras_config_round_trip():
-    enc = pk.SinusoidalEncoding(12, base=123.0, layout="concat", name="pe")
-    config = enc.get_config()
-    assert {"dim": 12, "base": 123.0, "layout": "concat"}.items() <= config.items()
-    clone = pk.SinusoidalEncoding.from_config(config)
-    assert clone.get_config() == config
-    x = np.ones((1, 4, 12), np.float32)
-    np.testing.assert_array_equal(numpy(clone(x)), numpy(enc(x)))
-
-
-def test_keras_symbolic_shapes():
-    enc = pk.SinusoidalEncoding(16)
-    assert tuple(enc(keras.Input((None, 16))).shape) == (None, None, 16)
-    assert tuple(enc(keras.Input((7, 16), batch_size=3)).shape) == (3, 7, 16)
-    assert enc.compute_output_shape((None, 5, 16)) == (None, 5, 16)
-
-
-def test_keras_save_and_load(tmp_path):
-    inputs = keras.Input((6, 8))
-    model = keras.Model(inputs, pk.SinusoidalEncoding(8, base=50.0, layout="concat")(inputs))
-    path = tmp_path / "m.keras"
-    model.save(path)
-    loaded = keras.saving.load_model(path)
-    x = np.random.default_rng(3).normal(size=(2, 6, 8)).astype(np.float32)
-    np.testing.assert_allclose(numpy(loaded(x)), x + ref.sinusoidal(6, 8, 50.0, "concat"),
-                               atol=1e-6)
-    layer = loaded.layers[-1]
-    assert isinstance(layer, pk.SinusoidalEncoding)
-    assert (layer.base, layer.layout) == (50.0, "concat")
 
 
 # ---------------------------------------------------------------------------
@@ -288,67 +222,8 @@ def test_faces_agree(layout, base):
     np.testing.assert_allclose(numpy(a2), numpy(b2), atol=1e-5)
 
 
-def test_modules_agree_both_directions():
-    x = np.random.default_rng(4).normal(size=(3, 11, 10)).astype(np.float32)
-    t_enc = pt.SinusoidalEncoding(10, layout="concat")
-    k_enc = pk.SinusoidalEncoding(10, layout="concat")
-    copy_weights(t_enc, k_enc)  # weightless: nothing to copy, and no error
-    copy_weights(k_enc, t_enc)
-    np.testing.assert_allclose(numpy(t_enc(torch.as_tensor(x))), numpy(k_enc(x)), atol=1e-5)
-
-
 # ---------------------------------------------------------------------------
-# Errors.
-
-
-def test_odd_dim(face):
-    with pytest.raises(ValueError, match=r"dim must be a multiple of 2 .*got dim=7; use dim=8"):
-        FACES[face].sinusoidal(4, 7)
-    with pytest.raises(ValueError, match=r"dim must be a multiple of 2"):
-        FACES[face].SinusoidalEncoding(7)
-
-
-def test_2d_dim_not_multiple_of_four(face):
-    with pytest.raises(ValueError, match=r"sinusoidal_2d: dim must be a multiple of 4 .*got dim=6"):
-        FACES[face].sinusoidal_2d(2, 2, 6)
-
-
-def test_unknown_layout(face):
-    with pytest.raises(ValueError, match=r"layout must be one of 'interleaved', 'concat', "
-                                         r"got layout='half'"):
-        FACES[face].sinusoidal(4, 8, layout="half")
-    with pytest.raises(ValueError, match=r"layout must be one of"):
-        FACES[face].SinusoidalEncoding(8, layout="half")
-    with pytest.raises(ValueError, match=r"layout must be one of"):
-        FACES[face].sinusoidal_2d(2, 2, 8, layout="half")
-
-
-@pytest.mark.parametrize("n", [0, -3])
-def test_non_positive_lengths(face, n):
-    with pytest.raises(ValueError,
-                       match=rf"positions must be a positive integer, got positions={n}"):
-        FACES[face].sinusoidal(n, 8)
-    with pytest.raises(ValueError, match=rf"height must be a positive integer, got height={n}"):
-        FACES[face].sinusoidal_2d(n, 2, 8)
-    with pytest.raises(ValueError, match=rf"width must be a positive integer, got width={n}"):
-        FACES[face].sinusoidal_2d(2, n, 8)
-    with pytest.raises(ValueError, match=rf"dim must be a positive integer, got dim={n}"):
-        FACES[face].sinusoidal(4, n)
-
-
-@pytest.mark.parametrize("base", [1.0, 0.5, -2.0, float("inf")])
-def test_bad_base(face, base):
-    with pytest.raises(ValueError, match=r"base must be a finite number greater than 1"):
-        FACES[face].sinusoidal(4, 8, base=base)
-    with pytest.raises(ValueError, match=r"base must be a finite number greater than 1"):
-        FACES[face].SinusoidalEncoding(8, base=base)
-
-
-def test_x_last_dim_mismatch(face):
-    enc = FACES[face].SinusoidalEncoding(8)
-    with pytest.raises(ValueError, match=r"x must be \(\.\.\., seq, dim\) with dim=8, got "
-                                         r"x.shape=\(2, 3, 6\); build the encoding with dim=6"):
-        enc(tensor(face, np.zeros((2, 3, 6), np.float32)))
+# Mixed precision keeps the positions it is given (bad arguments: tests/test_errors.py).
 
 
 def test_keras_mixed_precision_keeps_float_positions(mixed_bfloat16):
@@ -362,3 +237,46 @@ def test_keras_mixed_precision_keeps_float_positions(mixed_bfloat16):
     got = ops.convert_to_numpy(ops.cast(out, "float32"))[0]
     assert np.abs(got - want).max() < 1e-2
     assert np.abs(got - rounded).max() > 5e-2
+
+
+# --------------------------------------------------------------------------- stretched grids
+
+
+@pytest.mark.parametrize("face", ["torch", "keras"])
+def test_sinusoidal_2d_at_fractional_grid_coordinates(face):
+    mod = {"torch": pt, "keras": pk}[face]
+    dim, (h0, w0), (h, w) = 8, (3, 5), (4, 7)
+    got = np.asarray(mod.sinusoidal_2d(h, w, dim, trained_hw=(h0, w0)))
+    assert got.dtype == np.float32 and got.shape == (h * w, dim)
+    rows = (np.arange(h) + 0.5) * h0 / h - 0.5
+    cols = (np.arange(w) + 0.5) * w0 / w - 0.5
+    want = np.concatenate((ref.sinusoidal(np.repeat(rows, w), dim // 2),
+                           ref.sinusoidal(np.tile(cols, h), dim // 2)), axis=-1)
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    # the trained grid itself: exactly the integer table
+    np.testing.assert_array_equal(np.asarray(mod.sinusoidal_2d(h0, w0, dim, trained_hw=(h0, w0))),
+                                  np.asarray(mod.sinusoidal_2d(h0, w0, dim)))
+
+
+def test_sinusoidal_2d_stretched_is_what_resize_samples():
+    # linear resizing of a table that is linear in the coordinates reproduces them exactly,
+    # so the coordinates of trained_hw are the ones resize_table_2d samples (away from edges)
+    from posenc.learned import grid_resize_matrices
+    from posenc.sinusoidal import grid_coordinates
+
+    rows_m, cols_m = grid_resize_matrices((5 * 6, 1), (5, 6), (8, 9), 0, "bilinear")
+    rows, cols = grid_coordinates(8, 9, trained_hw=(5, 6))
+    inside = (rows >= 0) & (rows <= 4) & (cols >= 0) & (cols <= 5)
+    np.testing.assert_allclose((rows_m @ np.arange(5.0)).repeat(9)[inside], rows[inside])
+    np.testing.assert_allclose(np.tile(cols_m @ np.arange(6.0), 8)[inside], cols[inside])
+
+
+def test_sinusoidal_2d_faces_agree_when_stretched():
+    np.testing.assert_allclose(np.asarray(pt.sinusoidal_2d(24, 24, 16, trained_hw=(14, 14))),
+                               keras.ops.convert_to_numpy(
+                                   pk.sinusoidal_2d(24, 24, 16, trained_hw=(14, 14))), atol=1e-6)
+    for face, mod in (("torch", pt), ("keras", pk)):
+        for bad in ((14,), (14, 0), (14.0, 14), "14x14"):
+            with pytest.raises(ValueError, match=r"sinusoidal_2d: trained_hw must be a "
+                                                 r"\(height, width\) pair of positive integers"):
+                mod.sinusoidal_2d(4, 4, 8, trained_hw=bad)

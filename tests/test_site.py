@@ -30,3 +30,14 @@ def test_chapter_page_has_math_figures_and_no_errors(md):
     assert "<figure" in html and "<img" in html   # at least one figure from the code
     assert "Traceback" not in html
     assert "{glue" not in html                    # every glued number was filled in
+
+
+def test_pages_load_no_script_or_style_from_another_host():
+    pages = sorted((ROOT / SITE).rglob("*.html"))
+    assert pages
+    remote = re.compile(r'<(?:script|link)\b[^>]*\b(?:src|href)="(?:https?:)?//[^"]*"[^>]*>')
+    for page in pages:
+        html = page.read_text()
+        found = [tag for tag in remote.findall(html) if "<script" in tag or 'rel="stylesheet"' in tag or 'rel="preload"' in tag]
+        assert not found, f"{page.relative_to(ROOT / SITE)}: {found}"
+    assert (ROOT / SITE / "_static" / "mathjax" / "tex-chtml.js").is_file()   # MathJax is bundled

@@ -1,15 +1,46 @@
-"""posenc's Keras 3 face: layers and functions written with ``keras.ops``.
+"""posenc's Keras 3 face: Keras 3 layers and functions written with ``keras.ops`` (any backend; tested on TensorFlow and PyTorch).
 
-Written for every Keras 3 backend; tested on TensorFlow and PyTorch. Mirrors :mod:`posenc.torch` name for name.
-Grouped by where a scheme enters the model: absolute (sinusoidal), learned
-(learned, hybrid, resizing), regularization (dropout and noise on an encoding) and
-structured (times, trees, modalities, low-rank tables) are all added to token embeddings.
+Mirrors :mod:`posenc.torch` name for name: the same modules, the same public
+names in the same order, the same arguments and numbers. One family, one name,
+three places: the family's framework-free part is ``posenc/<family>.py``, its
+faces ``posenc/torch/<family>.py`` and ``posenc/keras/<family>.py``.
+
+* ``sinusoidal.py``: :func:`sinusoidal`, :func:`sinusoidal_2d`,
+  :class:`SinusoidalEncoding` (formulas in ``posenc/sinusoidal.py``).
+* ``learned.py``: :func:`resize_table`, :func:`resize_table_2d`,
+  :class:`LearnedEncoding` (``from_table``, ``resized``, ``resized_2d``,
+  ``extended``), :class:`HybridEncoding`, :class:`LowRankEncoding`
+  (``from_table``) (resampling matrices and the truncated SVD in
+  ``posenc/learned.py``).
+* ``regularization.py``: :class:`EncodingDropout`, :class:`ChannelDropout`,
+  :class:`GaussianNoise`, :class:`RegularizedEncoding` (``posenc/regularization.py``).
+* ``structured.py``: :class:`ContinuousTimeEncoding`, :class:`Time2Vec`,
+  :func:`hierarchical`, :class:`HierarchicalEncoding`,
+  :func:`modality_positions`, :class:`MultimodalEncoding` (its modes are the
+  registry ``posenc.structured.MULTIMODAL_MODES``), :func:`coordinate_encoding`,
+  :func:`laplacian`, :func:`laplacian_positions`, :class:`LaplacianEncoding` (the
+  graph Laplacian and its eigenvectors in ``posenc/structured.py``).
+* ``_util.py``: :class:`AdditiveEncoding`, the base of every class above that
+  adds an encoding to token embeddings, and the tensor helpers.
+
+Every argument check is in ``posenc/_checks.py``, so both faces raise the same
+errors. Checks that read values out of a tensor (an index past a table's end)
+run only on eager CPU tensors, in both faces: see "Checks that read the data"
+in the API reference.
+
+Each family module and the function it exports can share a name: after
+``import posenc.keras as pk``, ``pk.sinusoidal`` is the function; reach the
+module with ``importlib.import_module("posenc.keras.sinusoidal")``.
 """
 
-from posenc.keras import absolute, learned, regularization, structured
-from posenc.keras.absolute import *  # noqa: F401,F403
+from posenc.keras import learned as _learned
+from posenc.keras import regularization as _regularization
+from posenc.keras import sinusoidal as _sinusoidal
+from posenc.keras import structured as _structured
+from posenc.keras.sinusoidal import *  # noqa: F401,F403
 from posenc.keras.learned import *  # noqa: F401,F403
 from posenc.keras.regularization import *  # noqa: F401,F403
 from posenc.keras.structured import *  # noqa: F401,F403
 
-__all__ = [*absolute.__all__, *learned.__all__, *regularization.__all__, *structured.__all__]
+__all__ = [*_sinusoidal.__all__, *_learned.__all__, *_regularization.__all__,
+           *_structured.__all__]

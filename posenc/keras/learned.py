@@ -1,25 +1,54 @@
-"""Learned and hybrid absolute encodings (Keras face), and table resizing."""
+"""Learned tables (Keras face): learned, hybrid and low-rank encodings, and table resizing.
+
+The framework-free part (resampling matrices, the truncated SVD, what a table
+suggests when a sequence does not fit) is ``posenc/learned.py``.
+"""
 
 from __future__ import annotations
-
-import numbers
 
 import keras
 from keras import ops
 
-from posenc import resample
 from posenc._checks import (
     check_base,
-    check_embeddings,
     check_even_dim,
+    check_extension,
+    check_float_dtype,
+    check_init_std,
     check_layout,
+    check_low_rank,
     check_positive_int,
-    check_positions_shape,
+    check_rank,
+    check_scale,
+    check_seed,
 )
-from posenc.keras._util import AdditiveEncoding, as_positions, dtype_of, wide_dtype
-from posenc.keras.absolute import sinusoidal
+from posenc.keras._util import AdditiveEncoding, dtype_of, wide_dtype
+from posenc.keras.sinusoidal import sinusoidal
+from posenc.learned import (
+    HYBRID_TOO_SHORT,
+    LEARNED_TOO_SHORT,
+    LOW_RANK_TOO_SHORT,
+    grid_resize_matrices,
+    low_rank_factors,
+    low_rank_init_std,
+    table_resize_matrix,
+)
 
-__all__ = ["resize_table", "resize_table_2d", "LearnedEncoding", "HybridEncoding"]
+__all__ = [
+    "resize_table",
+    "resize_table_2d",
+    "LearnedEncoding",
+    "HybridEncoding",
+    "LowRankEncoding",
+]
+
+
+def _as_table(table, what: str):
+    """``table`` as a floating-point tensor (interpolation would truncate integers)."""
+    table = ops.convert_to_tensor(table)
+    check_float_dtype("table", dtype_of(table), what=what,
+                      fix="interpolation would truncate it. Cast it first, e.g. table.float()")
+    return table
 
 
 def _apply(matrix, table):
@@ -39,7 +68,7 @@ def resize_table(table, new_length: int, *, mode: str = "linear"):
     Row ``j`` of the result interpolates the old table at position
     ``(j + 0.5) * length / new_length - 0.5``, as
     ``torch.nn.functional.interpolate(..., align_corners=False)`` does; the
-    weights are the matrix :func:`posenc.resample.interpolation_matrix`, applied
+    weights are the matrix :func:`posenc.learned.interpolation_matrix`, applied
     in float64, so the PyTorch face gives the same numbers. This is how a model
     trained on short sequences is given a longer table before fine-tuning on
     long ones; the stretched positions are only a starting point.
@@ -63,9 +92,8 @@ def resize_table(table, new_length: int, *, mode: str = "linear"):
         Devlin et al., "BERT: Pre-training of Deep Bidirectional Transformers
         for Language Understanding", NAACL 2019 (the learned table).
     """
-    table = ops.convert_to_tensor(table)
-    resample.check_float_table("resize_table", dtype_of(table))
-    matrix = resample.table_resize_matrix(tuple(table.shape), new_length, mode)
+    table = _as_table(table, "resize_table")
+    matrix = table_resize_matrix(tuple(table.shape), new_length, mode)
     return ops.cast(_apply(matrix, table), dtype_of(table))
 
 
@@ -75,7 +103,7 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0, mode: str 
     The table holds ``prefix_tokens`` rows that are not on the grid (the CLS
     token and the like) followed by a row-major ``old_h x old_w`` grid. The
     prefix rows are kept as they are; the grid is interpolated separably, one
-    :func:`posenc.resample.interpolation_matrix` per axis, in float64. ViT
+    :func:`posenc.learned.interpolation_matrix` per axis, in float64. ViT
     interpolates its table this way to fine-tune at a higher resolution than it
     was pre-trained at (Dosovitskiy et al., section 3.2; its released code
     interpolates linearly, ``mode="bilinear"`` here up to the grid-edge
@@ -101,9 +129,8 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0, mode: str 
         Dosovitskiy et al., "An Image is Worth 16x16 Words: Transformers for
         Image Recognition at Scale", ICLR 2021, section 3.2.
     """
-    table = ops.convert_to_tensor(table)
-    resample.check_float_table("resize_table_2d", dtype_of(table))
-    rows, cols = resample.grid_resize_matrices(tuple(table.shape), old_hw, new_hw,
+    table = _as_table(table, "resize_table_2d")
+    rows, cols = grid_resize_matrices(tuple(table.shape), old_hw, new_hw,
                                                prefix_tokens, mode)
     (old_h, old_w), dim = old_hw, table.shape[-1]
     prefix, grid = table[:prefix_tokens], table[prefix_tokens:]
@@ -111,56 +138,6 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0, mode: str 
     grid = _apply(cols, ops.transpose(grid, (1, 0, 2)))           # (new_w, new_h, dim)
     grid = ops.cast(ops.reshape(ops.transpose(grid, (1, 0, 2)), (-1, dim)), dtype_of(table))
     return ops.concatenate((prefix, grid), axis=0)
-
-
-def _known(tensor):
-    """The tensor's values as NumPy when they are known now (eager), else ``None``."""
-    try:
-        return ops.convert_to_numpy(tensor)
-    except Exception:  # a symbolic tensor (tf.function, jax.jit): nothing to check yet
-        return None
-
-
-def _positions(what: str, positions, max_len: int):
-    """Checked integer positions: an int n becomes ``arange(n)``.
-
-    Values are checked when they are known (eager execution); inside a compiled
-    graph only the dtype is.
-    """
-    if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
-        n = check_positive_int("positions", positions, fix="Pass a sequence length of at least 1.")
-        resample.check_length(what, n, max_len)
-        return ops.arange(n, dtype="int32")
-    pos = as_positions(positions)
-    resample.check_integer_positions(what, dtype_of(pos))
-    pos = ops.cast(pos, "int32")  # one index dtype on every backend (uint8, int8, ... too)
-    if all(d != 0 for d in pos.shape):
-        low, high = _known(ops.min(pos)), _known(ops.max(pos))
-        if low is not None and high is not None:
-            resample.check_position_range(what, int(low), int(high), max_len)
-    return pos
-
-
-def _default_positions(what: str, x, max_len: int):
-    """``0 .. seq-1`` for ``x`` of shape ``(..., seq, dim)``, checked when ``seq`` is static."""
-    seq = x.shape[-2]
-    if seq is None:  # dynamic length inside a graph: the gather fails if it is too long
-        return ops.arange(ops.shape(x)[-2], dtype="int32")
-    return _positions(what, int(seq), max_len)
-
-
-
-def _add_encoding(layer, what: str, x, positions, encode):
-    """A table layer's call: ``x + encode(positions)``, positions checked against x."""
-    check_embeddings(what, x.shape, layer.dim)
-    if positions is None:
-        if x.shape[-2] == 0:
-            return ops.cast(x, layer.compute_dtype)
-        pos = _default_positions(what, x, layer.max_len)
-    else:
-        pos = _positions(what, positions, layer.max_len)
-        check_positions_shape(what, pos.shape, x.shape)
-    return layer.add_encoding(x, encode(pos))
 
 
 @keras.saving.register_keras_serializable(package="posenc")
@@ -176,11 +153,12 @@ class LearnedEncoding(AdditiveEncoding):
     initialised like BERT's: a normal distribution of standard deviation
     ``init_std`` truncated at two standard deviations.
 
-    The price is a hard maximum length: a sequence longer than ``max_len`` (or
-    a position outside ``0 .. max_len-1``) raises ``ValueError`` when the
-    length or the positions are known (eager execution, static shapes). To
-    fine-tune at a new length, :meth:`resized` (:meth:`resized_2d` for a ViT
-    grid) gives a copy whose table is resampled.
+    The price is a hard maximum length: a sequence longer than ``max_len``
+    raises ``ValueError``, and so does a position outside ``0 .. max_len-1``
+    where the data may be read (see "Checks that read the data" in the API
+    reference). To fine-tune at a new length, :meth:`resized`
+    (:meth:`resized_2d` for a ViT grid) gives a copy whose table is
+    resampled, and :meth:`extended` one that keeps the trained rows.
 
     Args:
         max_len: number of positions (rows of the table).
@@ -215,24 +193,54 @@ class LearnedEncoding(AdditiveEncoding):
 
     def __init__(self, max_len: int, dim: int, *, init_std: float = 0.02, **kwargs):
         super().__init__(**kwargs)
-        self.max_len = check_positive_int("max_len", max_len)
-        self.dim = check_positive_int("dim", dim)
-        self.init_std = resample.check_init_std(init_std)
+        what = "LearnedEncoding"
+        self.max_len = check_positive_int("max_len", max_len, what=what)
+        self.dim = check_positive_int("dim", dim, what=what)
+        self.init_std = check_init_std(init_std, what=what)
         # Read in float32 even under mixed precision: P is cast at the end.
         self.table = self.add_weight(
             shape=(self.max_len, self.dim), name="table", autocast=False,
             initializer=keras.initializers.TruncatedNormal(stddev=self.init_std))
         self.built = True
 
+    def get_config(self):
+        config = super().get_config()
+        config.update({"max_len": self.max_len, "dim": self.dim, "init_std": self.init_std})
+        return config
+
+    @classmethod
+    def from_table(cls, table, *, init_std: float = 0.02) -> "LearnedEncoding":
+        """A new layer whose table is a copy of ``table``.
+
+        ``max_len`` and ``dim`` are read from the table's shape, so a table
+        trained elsewhere (another model, a checkpoint) or edited by hand
+        becomes a layer in one call.
+
+        Args:
+            table: ``(max_len, dim)`` floating-point tensor, array or variable.
+            init_std: the standard deviation of later draws (the new rows of
+                :meth:`extended`). Default ``0.02``.
+
+        Returns:
+            A ``LearnedEncoding(max_len, dim, init_std=init_std)`` holding a
+            copy of ``table`` (in the layer's variable dtype).
+
+        Example:
+            >>> enc = LearnedEncoding.from_table(keras.ops.zeros((16, 8)))
+            >>> (enc.max_len, enc.dim)
+            (16, 8)
+        """
+        what = "LearnedEncoding.from_table"
+        table = _as_table(table, what)
+        check_rank("table", table.shape, 2, what=what)
+        new = cls(*table.shape, init_std=init_std)
+        new.table.assign(ops.cast(table, new.table.dtype))
+        return new
+
     def encoding(self, positions):
         """The rows alone (float32) for ``positions`` (an int n or an int tensor)."""
-        return self._rows(_positions("LearnedEncoding", positions, self.max_len))
-
-    def _rows(self, pos):
+        pos = self._table_positions(positions, self.max_len, fix=LEARNED_TOO_SHORT)
         return ops.take(ops.cast(self.table, "float32"), pos, axis=0)
-
-    def call(self, x, positions=None):
-        return _add_encoding(self, "LearnedEncoding", x, positions, self._rows)
 
     def resized(self, new_max_len: int, *, mode: str = "linear") -> "LearnedEncoding":
         """A new layer whose table is this one's resampled to ``new_max_len`` rows.
@@ -264,6 +272,36 @@ class LearnedEncoding(AdditiveEncoding):
         return self._with_table(resize_table_2d(self.table, old_hw, new_hw,
                                                 prefix_tokens=prefix_tokens, mode=mode))
 
+    def extended(self, new_max_len: int, *, seed: int | None = None) -> "LearnedEncoding":
+        """A copy with ``new_max_len`` rows: the trained rows kept, the new ones drawn.
+
+        Rows ``0 .. max_len-1`` equal this layer's table exactly; rows
+        ``max_len .. new_max_len-1`` are drawn like a fresh table (normal of
+        standard deviation ``init_std``, truncated at two standard deviations)
+        and must be learned. :meth:`resized` instead stretches the trained
+        rows over the new length, so no row stays where it was trained.
+
+        Args:
+            new_max_len: the new ``max_len``, at least ``max_len``.
+            seed: optional int for reproducible new rows. Default ``None``.
+
+        Returns:
+            A ``LearnedEncoding(new_max_len, dim, init_std=...)`` with this
+            layer's dtype policy (and a new name).
+
+        Example:
+            >>> enc = LearnedEncoding(8, 4)
+            >>> longer = enc.extended(12, seed=0)
+            >>> bool(keras.ops.all(longer.table[:8] == enc.table))
+            True
+        """
+        what = "LearnedEncoding.extended"
+        new_max_len = check_extension(self.max_len, new_max_len, what=what)
+        seed = check_seed(seed, what=what)
+        init = keras.initializers.TruncatedNormal(stddev=self.init_std, seed=seed)
+        rows = init((new_max_len - self.max_len, self.dim), dtype=self.table.dtype)
+        return self._with_table(ops.concatenate((ops.convert_to_tensor(self.table), rows), axis=0))
+
     def _with_table(self, table) -> "LearnedEncoding":
         config = self.get_config()
         config.pop("name", None)
@@ -272,11 +310,6 @@ class LearnedEncoding(AdditiveEncoding):
         new.table.assign(ops.cast(table, new.table.dtype))
         new.trainable = self.trainable
         return new
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"max_len": self.max_len, "dim": self.dim, "init_std": self.init_std})
-        return config
 
 
 @keras.saving.register_keras_serializable(package="posenc")
@@ -290,7 +323,7 @@ class HybridEncoding(AdditiveEncoding):
     ``scale`` let training adapt it. ``offset`` starts at zero, so at
     initialisation the layer equals ``scale * SinusoidalEncoding``. Like a
     learned table, ``offset`` fixes a maximum length: longer sequences raise
-    ``ValueError`` when the length is known.
+    ``ValueError``.
 
     Args:
         max_len: number of positions (rows of ``offset``).
@@ -321,12 +354,12 @@ class HybridEncoding(AdditiveEncoding):
     def __init__(self, max_len: int, dim: int, *, base: float = 10000.0,
                  layout: str = "interleaved", scale: float = 1.0, **kwargs):
         super().__init__(**kwargs)
-        self.max_len = check_positive_int("max_len", max_len)
-        self.dim = check_even_dim(dim, what="HybridEncoding")
-        check_layout(layout)
-        self.base = check_base(base)
-        self.layout = layout
-        self.initial_scale = resample.check_scale(scale)
+        what = "HybridEncoding"
+        self.max_len = check_positive_int("max_len", max_len, what=what)
+        self.dim = check_even_dim(dim, what=what)
+        self.layout = check_layout(layout, what=what)
+        self.base = check_base(base, what=what)
+        self.initial_scale = check_scale(scale, what=what)
         self.scale = self.add_weight(
             shape=(), name="scale", autocast=False,
             initializer=keras.initializers.Constant(self.initial_scale))
@@ -335,20 +368,116 @@ class HybridEncoding(AdditiveEncoding):
             initializer="zeros")
         self.built = True
 
-    def encoding(self, positions):
-        """``P(positions)`` alone (float32) for an int n or an int tensor."""
-        return self._encode(_positions("HybridEncoding", positions, self.max_len))
-
-    def _encode(self, pos):
-        sinusoid = sinusoidal(pos, self.dim, base=self.base, layout=self.layout)
-        offset = ops.take(ops.cast(self.offset, "float32"), pos, axis=0)
-        return ops.cast(self.scale, "float32") * sinusoid + offset
-
-    def call(self, x, positions=None):
-        return _add_encoding(self, "HybridEncoding", x, positions, self._encode)
-
     def get_config(self):
         config = super().get_config()
         config.update({"max_len": self.max_len, "dim": self.dim, "base": self.base,
                        "layout": self.layout, "scale": self.initial_scale})
         return config
+
+    def encoding(self, positions):
+        """``P(positions)`` alone (float32) for an int n or an int tensor."""
+        pos = self._table_positions(positions, self.max_len, fix=HYBRID_TOO_SHORT)
+        sinusoid = sinusoidal(pos, self.dim, base=self.base, layout=self.layout)
+        offset = ops.take(ops.cast(self.offset, "float32"), pos, axis=0)
+        return ops.cast(self.scale, "float32") * sinusoid + offset
+
+
+@keras.saving.register_keras_serializable(package="posenc")
+class LowRankEncoding(AdditiveEncoding):
+    """A learned position table factorised as ``P = left @ right``.
+
+    A learned table has ``max_len * dim`` free numbers. A low-rank table is
+    one whose rows span only ``rank`` directions of the ``dim``-dimensional
+    space: ``left (max_len, rank) @ right (rank, dim)``, with
+    ``rank * (max_len + dim)`` parameters. Each position gets a
+    ``rank``-dimensional code, mapped to the model width by a shared
+    projection. The rank limits how many directions the rows use, not how
+    they change from one position to the next: neighbouring positions may
+    have unrelated codes, and no smoothness is implied. ``rank = min(max_len,
+    dim)`` can represent any table; :meth:`from_table` gives the best
+    approximation of a given table at a lower rank.
+
+    Args:
+        max_len: largest sequence length (rows of ``left``).
+        dim: feature dimension; must equal ``x.shape[-1]``.
+        rank: inner dimension, ``1 <= rank <= min(max_len, dim)``
+            (keyword-only).
+
+    Call arguments:
+        x: ``(batch, seq, dim)`` embeddings, ``seq <= max_len``.
+        positions: optional int ``(seq,)`` or ``(batch, seq)`` positions below
+            ``max_len``; default ``0 .. seq-1``.
+
+    Returns:
+        Tensor of the shape of ``x`` in the layer's compute dtype.
+
+    Weights:
+        left: ``(max_len, rank)``; right: ``(rank, dim)``. Both initialised
+        ``N(0, s^2)`` with ``s = sqrt(0.02 / sqrt(rank))``, so the entries of
+        ``P`` start with standard deviation 0.02, like a fresh learned table.
+
+    Example:
+        >>> enc = LowRankEncoding(128, 64, rank=8)
+        >>> enc.count_params()  # 8 * (128 + 64)
+        1536
+        >>> tuple(enc(keras.ops.zeros((2, 10, 64))).shape)
+        (2, 10, 64)
+    """
+
+    def __init__(self, max_len: int, dim: int, *, rank: int, **kwargs):
+        kwargs.setdefault("autocast", False)
+        super().__init__(**kwargs)
+        self.max_len, self.dim, self.rank = check_low_rank(max_len, dim, rank,
+                                                           what="LowRankEncoding")
+        init = keras.initializers.RandomNormal(stddev=low_rank_init_std(self.rank))
+        self.left = self.add_weight(name="left", shape=(self.max_len, self.rank), initializer=init)
+        self.right = self.add_weight(name="right", shape=(self.rank, self.dim), initializer=init)
+        self.built = True
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"max_len": self.max_len, "dim": self.dim, "rank": self.rank})
+        return config
+
+    @classmethod
+    def from_table(cls, table, rank: int) -> "LowRankEncoding":
+        """The best rank-``rank`` approximation of a ``(max_len, dim)`` table.
+
+        The factors come from a truncated SVD of ``table`` in float64
+        (:func:`posenc.learned.low_rank_factors`): with ``table = U S V^T``,
+        ``left = U_r sqrt(S_r)`` and ``right = sqrt(S_r) V_r^T``, so
+        ``left @ right = U_r S_r V_r^T``, the closest rank-``rank`` table in
+        the Frobenius norm (Eckart & Young, 1936). Splitting ``S`` evenly keeps
+        both factors on the same scale.
+
+        Args:
+            table: ``(max_len, dim)`` floating-point tensor, array or variable.
+            rank: ``1 <= rank <= min(max_len, dim)``.
+
+        Returns:
+            A ``LowRankEncoding(max_len, dim, rank=rank)`` holding the factors.
+
+        Example:
+            >>> table = keras.ops.outer(keras.ops.arange(4.0), keras.ops.ones(3))  # rank 1
+            >>> enc = LowRankEncoding.from_table(table, 1)
+            >>> bool(keras.ops.all(keras.ops.isclose(enc.encoding(4), table, atol=1e-6)))
+            True
+
+        References:
+            Eckart & Young, "The approximation of one matrix by another of
+            lower rank", Psychometrika 1(3), 1936.
+        """
+        what = "LowRankEncoding.from_table"
+        table = _as_table(table, what)
+        check_rank("table", table.shape, 2, what=what)
+        left, right = low_rank_factors(ops.convert_to_numpy(ops.cast(table, "float32")), rank)
+        new = cls(*table.shape, rank=rank)
+        new.left.assign(ops.cast(left, new.left.dtype))
+        new.right.assign(ops.cast(right, new.right.dtype))
+        return new
+
+    def encoding(self, positions):
+        """``P`` (float32) for ``positions`` (an int length or an int tensor)."""
+        pos = self._table_positions(positions, self.max_len, fix=LOW_RANK_TOO_SHORT)
+        left = ops.take(ops.cast(self.left, "float32"), pos, axis=0)
+        return ops.matmul(left, ops.cast(self.right, "float32"))

@@ -13,37 +13,26 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from posenc._checks import check_embeddings, check_positions_shape
-from posenc.keras._util import AdditiveEncoding, as_positions, dtype_of
-from posenc.structured_core import check_float_encoding, check_rate, check_seed, check_std
+from posenc._checks import (
+    check_encoding,
+    check_rate,
+    check_regularized,
+    check_seed,
+    check_std,
+    check_wrappable,
+)
+from posenc.keras._util import AdditiveEncoding, dtype_of
+from posenc.regularization import channel_mask_shape, part_seeds
 
 __all__ = ["EncodingDropout", "ChannelDropout", "GaussianNoise", "RegularizedEncoding"]
 
 
 def _check_encoding(encoding, what: str) -> None:
-    if not hasattr(encoding, "shape") or not hasattr(encoding, "dtype"):
-        raise ValueError(
-            f"{what}: the encoding must be a tensor P of shape (..., seq, dim), "
-            f"got {type(encoding).__name__}; pass the output of an encoding(...) method."
-        )
-    if len(encoding.shape) < 2:
-        raise ValueError(
-            f"{what}: the encoding must be (..., seq, dim), got shape {tuple(encoding.shape)}; "
-            "add a sequence axis first."
-        )
-    check_float_encoding(what, dtype_of(encoding))
-
-
-def _check_x(what: str, x, inner) -> None:
-    """``x`` is ``(..., seq, dim)``, with the wrapped encoding's ``dim`` when it has one."""
-    dim = getattr(inner, "dim", None)
-    if isinstance(dim, int) and not isinstance(dim, bool):
-        check_embeddings(what, x.shape, dim)
-    elif len(x.shape) < 2:
-        raise ValueError(
-            f"{what}: x must be (..., seq, dim), got x.shape={tuple(x.shape)} "
-            f"(rank {len(x.shape)}); add a sequence axis, e.g. x[None] for a single token."
-        )
+    """``encoding`` is a floating-point tensor ``P`` of shape ``(..., seq, dim)``."""
+    is_tensor = hasattr(encoding, "shape") and hasattr(encoding, "dtype")
+    check_encoding(tuple(encoding.shape) if is_tensor else None,
+                   dtype_of(encoding) if is_tensor else "", got=type(encoding).__name__,
+                   what=what)
 
 
 class _Regularizer(keras.layers.Layer):
@@ -153,7 +142,7 @@ class ChannelDropout(_Regularizer):
         if not training or self.rate == 0.0:
             return encoding
         # None means "the input's size on this axis" (also when it is dynamic).
-        noise_shape = (None,) * (len(encoding.shape) - 2) + (1, None)
+        noise_shape = channel_mask_shape((None,) * len(encoding.shape))
         return keras.random.dropout(encoding, self.rate, noise_shape=noise_shape,
                                     seed=self.seed_generator)
 
@@ -254,7 +243,7 @@ class RegularizedEncoding(AdditiveEncoding):
         Tensor of the shape of ``x`` in the layer's compute dtype.
 
     Example:
-        >>> from posenc.keras.absolute import SinusoidalEncoding
+        >>> from posenc.keras.sinusoidal import SinusoidalEncoding
         >>> enc = RegularizedEncoding(SinusoidalEncoding(16), dropout=0.1, seed=0)
         >>> tuple(enc(keras.ops.zeros((2, 5, 16)), training=True).shape)
         (2, 5, 16)
@@ -274,26 +263,18 @@ class RegularizedEncoding(AdditiveEncoding):
         # wrapped layer's weights are read in their own dtype: P stays float32.
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
-        if not isinstance(encoding, keras.layers.Layer) or not callable(
-                getattr(encoding, "encoding", None)):
-            raise ValueError(
-                "RegularizedEncoding: encoding must be an absolute Keras layer with an "
-                "encoding(positions) method (e.g. SinusoidalEncoding), "
-                f"got {type(encoding).__name__}; "
-                "relative schemes (RoPE, biases) have no P to add and cannot be wrapped."
-            )
         what = "RegularizedEncoding"
-        dropout = check_rate("dropout", dropout, what=what)
-        channel_dropout = check_rate("channel_dropout", channel_dropout, what=what)
-        noise_std = check_std("noise_std", noise_std, what=what)
-        self.seed = check_seed(seed, what=what)
+        check_wrappable(isinstance(encoding, keras.layers.Layer) and callable(
+                            getattr(encoding, "encoding", None)),
+                        type(encoding).__name__, kind="an absolute positional encoding", what=what)
+        dropout, channel_dropout, noise_std, self.seed = check_regularized(
+            dropout, channel_dropout, noise_std, seed, what=what)
+        noise_seed, dropout_seed, channel_seed = part_seeds(self.seed)
         self.inner = encoding
         # The parts work on the float32 P, whatever the global policy.
-        self.noise = GaussianNoise(noise_std, seed=self.seed, dtype="float32")
-        self.dropout = EncodingDropout(
-            dropout, seed=None if seed is None else self.seed + 1, dtype="float32")
-        self.channel_dropout = ChannelDropout(
-            channel_dropout, seed=None if seed is None else self.seed + 2, dtype="float32")
+        self.noise = GaussianNoise(noise_std, seed=noise_seed, dtype="float32")
+        self.dropout = EncodingDropout(dropout, seed=dropout_seed, dtype="float32")
+        self.channel_dropout = ChannelDropout(channel_dropout, seed=channel_seed, dtype="float32")
         if encoding.built:
             self.built = True
 
@@ -302,28 +283,29 @@ class RegularizedEncoding(AdditiveEncoding):
             self.inner.build(input_shape)
         self.built = True
 
+    @property
+    def dim(self):
+        """The wrapped encoding's ``dim`` (``None`` if it has none: then any width passes)."""
+        dim = getattr(self.inner, "dim", None)
+        return dim if isinstance(dim, int) and not isinstance(dim, bool) else None
+
+    def _active(self) -> bool:
+        return self.noise.std > 0 or self.dropout.rate > 0 or self.channel_dropout.rate > 0
+
     def encoding(self, positions):
         """The clean encoding ``P`` of the wrapped layer (no regularisation)."""
         return self.inner.encoding(positions)
 
     def call(self, x, positions=None, training=None):
-        what = "RegularizedEncoding"
-        _check_x(what, x, self.inner)
+        positions = self._positions_for(x, positions)
         if positions is None:
-            if x.shape[-2] == 0:
-                return ops.cast(x, self.compute_dtype)
-            positions = ops.arange(ops.shape(x)[-2], dtype="int32")
-        else:
-            positions = as_positions(positions)
-            check_positions_shape(what, positions.shape, x.shape)
-        pe = self.inner.encoding(positions)
-        active = self.noise.std > 0 or self.dropout.rate > 0 or self.channel_dropout.rate > 0
-        if training and active:
+            return ops.cast(x, self.compute_dtype)
+        pe = self.encoding(positions)
+        if training and self._active():
             pe = ops.broadcast_to(ops.cast(pe, "float32"), ops.shape(x))
-            pe = self.noise(pe, training=True)
-            pe = self.dropout(pe, training=True)
-            pe = self.channel_dropout(pe, training=True)
-        return self.add_encoding(x, pe)
+            pe = self.channel_dropout(self.dropout(self.noise(pe, training=True), training=True),
+                                      training=True)
+        return self._add(x, pe)
 
     def get_config(self):
         config = super().get_config()

@@ -2,8 +2,8 @@
 
 The chapters show these functions side by side with :mod:`posenc.torch.scratch` before they use
 the package; ``tests/test_scratch.py`` asserts that each one equals its ``posenc.keras``
-counterpart. Use the package in real code: these skip the argument checks and the float64
-angles that the package's versions have.
+counterpart. Use the package in real code: these skip the argument checks and the dtype
+handling that the package's versions have.
 """
 
 from __future__ import annotations
@@ -11,7 +11,65 @@ from __future__ import annotations
 from keras import ops
 
 
+# Chapter 1
+
+
+def self_attention(x, w_q, w_k, w_v, causal=False):
+    """One head of self-attention, softmax(x W_q (x W_k)^T / sqrt(d_k)) x W_v, on (..., n, d)."""
+    q, k, v = ops.matmul(x, w_q), ops.matmul(x, w_k), ops.matmul(x, w_v)
+    scores = ops.matmul(q, ops.swapaxes(k, -1, -2)) / q.shape[-1] ** 0.5   # (..., n, n)
+    if causal:                                                  # token i sees tokens j <= i only
+        n = ops.shape(scores)[-1]
+        future = ops.triu(ops.ones((n, n), dtype="bool"), 1)
+        scores = ops.where(future, float("-inf"), scores)
+    return ops.matmul(ops.softmax(scores, axis=-1), v)
+
+
+def permutation_gap(attend, x, perm):
+    """Largest |attend(x[perm]) - attend(x)[perm]| over the rows (seq axis -2) of x."""
+    return ops.max(ops.abs(attend(ops.take(x, perm, axis=-2)) - ops.take(attend(x), perm, axis=-2)))
+
+
+# Chapter 2
+
+
+def sinusoidal(positions, dim, base=10000.0, dtype="float64"):
+    """PE[p, 2i] = sin(p w_i), PE[p, 2i+1] = cos(p w_i), w_i = base^(-2i/dim); angles in dtype."""
+    inv_freq = ops.power(base, -ops.arange(0, dim, 2, dtype=dtype) / dim)   # (dim/2,)
+    angles = ops.cast(positions, dtype)[:, None] * inv_freq                  # (n, dim/2)
+    pe = ops.stack((ops.sin(angles), ops.cos(angles)), axis=-1)              # (n, dim/2, 2)
+    return ops.cast(ops.reshape(pe, (-1, dim)), "float32")
+
+
+def shift_matrix(k, dim, base=10000.0):
+    """M_k, the (dim, dim) block rotation with PE(p + k) = M_k PE(p) (column vectors)."""
+    angle = k * ops.power(base, -ops.arange(0, dim, 2, dtype="float64") / dim)
+    c, s = ops.cos(angle), ops.sin(angle)
+    off = ops.reshape(ops.stack((s, ops.zeros_like(s)), axis=-1), (dim,))[:-1]
+    return ops.diag(ops.repeat(c, 2)) + ops.diag(off, 1) - ops.diag(off, -1)
+
+
+# Chapter 3
+
+
+def learned(x, table):
+    """Add the learned rows table[0 .. seq-1] to x of shape (batch, seq, dim)."""
+    return ops.add(x, table[: x.shape[-2]])
+
+
+def resize_linear(table, new_length):
+    """Stretch a (length, dim) table to new_length rows by linear interpolation."""
+    length = table.shape[0]
+    u = (ops.arange(new_length, dtype="float32") + 0.5) * length / new_length - 0.5
+    u = ops.clip(u, 0, length - 1)
+    lo = ops.cast(ops.floor(u), "int32")
+    hi = ops.minimum(lo + 1, length - 1)
+    w = (u - ops.cast(lo, "float32"))[:, None]
+    return (1 - w) * ops.take(table, lo, axis=0) + w * ops.take(table, hi, axis=0)
+
+
 # Chapter 4
+
 
 def coordinate_encoding(coords, dim, scale=2 * 3.141592653589793, base=10000.0):
     """DETR's sine embedding: the sinusoid of each scaled coordinate, blocks concatenated."""

@@ -1,35 +1,68 @@
 """Positions that are not ``0, 1, 2, ...`` (Keras face).
 
-Continuous time (irregular timestamps), tree paths, several modalities in one
-sequence, and a low-rank learned table. Each is an absolute encoding: a layer
-whose ``call`` returns ``x + P`` and whose ``encoding(...)`` returns ``P``
-alone in float32. The layers are built with ``autocast=False``: under a mixed
-policy, float timestamps and positions are not rounded to the compute dtype
-and ``P`` is computed from float32 weights, then cast to the compute dtype.
+Continuous time (irregular timestamps), tree paths, several modalities in
+one sequence, real coordinates (DETR's sine embedding of points and boxes) and
+graph nodes (Laplacian eigenvectors; the low-rank table is in ``learned.py``). Each is an absolute
+encoding: a layer whose ``call`` returns ``x + P`` and whose ``encoding(...)``
+returns ``P`` alone in float32. The layers are built with ``autocast=False``:
+under a mixed policy, float timestamps and positions are not rounded to the
+compute dtype and ``P`` is computed from float32 weights, then cast to the
+compute dtype.
 
 Index checks that depend on the data (child indices, modality ids, positions
-below ``max_len``) run when the values are at hand (eager execution); inside a
-traced graph (``fit``, ``jit``) the backend's own gather bounds apply.
+below ``max_len``) follow the policy of the API reference ("Checks that read
+the data"), as in the PyTorch face.
 """
 
 from __future__ import annotations
 
-import numbers
+import math
 
 import keras
 from keras import ops
 
-from posenc import core
-from posenc import structured_core as sc
 from posenc._checks import (
+    check_base,
+    check_bool,
+    check_choice,
+    check_coordinate_scale,
+    check_coordinate_width,
+    check_coordinates,
+    check_eigenvectors_shape,
     check_embeddings,
     check_even_dim,
+    check_float_dtype,
     check_layout,
-    check_positions_shape,
+    check_level_width,
+    check_not_scalar,
+    check_numeric_dtype,
+    check_paths_depth,
+    check_paths_values,
     check_positive_int,
+    check_seed,
+    check_time_scale,
 )
-from posenc.keras._util import AdditiveEncoding, as_positions, dtype_of, wide_dtype
-from posenc.keras.absolute import sinusoidal
+from posenc.keras._util import (
+    AdditiveEncoding,
+    as_indices,
+    as_numpy,
+    as_positions,
+    can_inspect,
+    check_indices,
+    dtype_of,
+    read_back,
+    result_dtype,
+    wide_dtype,
+)
+from posenc.keras.sinusoidal import sinusoidal
+from posenc.structured import (
+    MULTIMODAL_MODES,
+    MULTIMODAL_TOO_SHORT,
+    TABLE_INIT_STD,
+    level_rows,
+)
+from posenc.structured import laplacian as numpy_laplacian
+from posenc.structured import laplacian_positions as numpy_laplacian_positions
 
 __all__ = [
     "ContinuousTimeEncoding",
@@ -38,7 +71,6 @@ __all__ = [
     "HierarchicalEncoding",
     "modality_positions",
     "MultimodalEncoding",
-    "LowRankEncoding",
     "coordinate_encoding",
     "laplacian",
     "laplacian_positions",
@@ -48,96 +80,37 @@ __all__ = [
 
 # --------------------------------------------------------------------------- helpers
 
-def _can_inspect(t) -> bool:
-    """Whether the values of ``t`` can be read now (not symbolic, traced or empty)."""
-    if isinstance(t, keras.KerasTensor) or any(d == 0 for d in t.shape):
-        return False
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        return tf.executing_eagerly()
-    if backend == "jax":
-        import jax
-
-        return not isinstance(t, jax.core.Tracer)
-    if backend == "torch":
-        import torch
-
-        compiling = getattr(torch.compiler, "is_compiling", lambda: False)()
-        return t.device.type != "meta" and not compiling
-    return True
-
-
-def _item(t) -> int:
-    """A scalar (a min, a max, a flag) read back as a Python int."""
-    return int(ops.convert_to_numpy(t))
-
-
-def _integer(t, name: str, what: str):
-    """``t`` as an int32 tensor (one index dtype on every backend), refusing other dtypes."""
-    t = ops.convert_to_tensor(t)
-    dtype = dtype_of(t)
-    if "int" not in dtype:
-        raise sc.integer_positions_error(name, dtype, what=what)
-    return ops.cast(t, "int32")
-
-
-def _check_index(t, name: str, limit: int, *, what: str, fix: str) -> None:
-    if _can_inspect(t):
-        sc.check_index_values(name, _item(ops.min(t)), _item(ops.max(t)), limit,
-                              what=what, fix=fix)
-
-
 def _check_paths(paths, max_depth: int, *, what: str, max_children: int | None = None):
-    paths = _integer(paths, "paths", what)
-    sc.check_paths_depth(paths.shape, max_depth, what=what)
-    if _can_inspect(paths):
+    """``paths`` as int32 ``(..., max_depth)``; their values checked when the policy allows."""
+    paths = as_indices(paths, name="paths", what=what)
+    check_paths_depth(paths.shape, max_depth, what=what)
+    if can_inspect(paths):
         gap = ops.any(ops.logical_and(paths[..., 1:] >= 0, paths[..., :-1] < 0))
-        sc.check_paths_values(_item(ops.min(paths)), _item(ops.max(paths)), _item(gap),
-                              what=what, max_children=max_children)
+        values = read_back(ops.min(paths), ops.max(paths), gap)
+        if values is not None:
+            check_paths_values(*values[:2], bool(values[2]), max_children=max_children,
+                               what=what)
     return paths
-
-
-def _table_positions(positions, max_len: int, what: str):
-    """Integer positions (int32) for a table of ``max_len`` rows, checked."""
-    if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
-        n = check_positive_int("positions", positions, fix="Pass a sequence length of at least 1.")
-        sc.check_length(n, max_len, what=what)
-        return ops.arange(n, dtype="int32")
-    pos = _integer(as_positions(positions), "positions", what)
-    _check_index(pos, "positions", max_len, what=what,
-                 fix="build it with a larger max_len, or restart positions per modality "
-                     "with modality_positions(...)")
-    return pos
-
-
-def _default_positions(x, max_len: int | None, what: str):
-    """``0 .. seq-1`` for ``x`` (checked against ``max_len`` when the length is known)."""
-    seq = x.shape[-2]
-    if seq is not None:
-        if max_len is not None:
-            sc.check_length(seq, max_len, what=what)
-        return seq
-    return ops.arange(ops.shape(x)[-2], dtype="int32")
-
-
-def _timestamps(timestamps, what: str):
-    """Numeric timestamps as a tensor; an int n stands for ``0 .. n-1``."""
-    if isinstance(timestamps, bool) or not isinstance(timestamps, numbers.Integral):
-        timestamps = ops.convert_to_tensor(timestamps)
-        sc.check_numeric_timestamps(dtype_of(timestamps), what=what)
-    return as_positions(timestamps, name="timestamps")
-
-
-def _per_token(name: str, t, x, *, what: str, each: str, trailing: str = "") -> None:
-    sc.check_per_token_shape(name, t.shape, x.shape, what=what, each=each, trailing=trailing)
 
 
 # --------------------------------------------------------------------------- time
 
+class _TimeEncoding(AdditiveEncoding):
+    """Base of the encodings of timestamps: ``call(x, timestamps)`` is ``x + P(timestamps)``."""
+
+    def call(self, x, timestamps):
+        check_embeddings(x.shape, self.dim, what=self._what())
+        timestamps = ops.convert_to_tensor(timestamps)
+        self._per_token("timestamps", timestamps, x, each="time")
+        return self._add(x, self.encoding(timestamps))
+
+    def _timestamps(self, timestamps):
+        """Numeric timestamps as a tensor (an int n: ``0 .. n-1``)."""
+        return as_positions(timestamps, name="timestamps", what=self._what())
+
+
 @keras.saving.register_keras_serializable(package="posenc")
-class ContinuousTimeEncoding(AdditiveEncoding):
+class ContinuousTimeEncoding(_TimeEncoding):
     """Sinusoidal encoding of real-valued timestamps (irregular sampling).
 
     The sinusoid of Vaswani et al. (2017) is defined for any real position, so
@@ -182,25 +155,18 @@ class ContinuousTimeEncoding(AdditiveEncoding):
                  layout: str = "interleaved", **kwargs):
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
-        self.dim = check_even_dim(dim)
-        self.time_scale = sc.check_time_scale(time_scale)
-        check_layout(layout)
-        core.sinusoidal_inv_freq(dim, base)  # validates base
-        self.base = float(base)
-        self.layout = layout
+        what = "ContinuousTimeEncoding"
+        self.dim = check_even_dim(dim, what=what)
+        self.time_scale = check_time_scale(time_scale, what=what)
+        self.layout = check_layout(layout, what=what)
+        self.base = check_base(base, what=what)
         self.built = True
 
     def encoding(self, timestamps):
         """``P`` (float32) of shape ``(*timestamps.shape, dim)``."""
         wide = wide_dtype()
-        t = ops.cast(_timestamps(timestamps, "ContinuousTimeEncoding"), wide) / self.time_scale
+        t = ops.cast(self._timestamps(timestamps), wide) / self.time_scale
         return ops.cast(sinusoidal(t, self.dim, base=self.base, layout=self.layout), "float32")
-
-    def call(self, x, timestamps):
-        check_embeddings("ContinuousTimeEncoding", x.shape, self.dim)
-        timestamps = ops.convert_to_tensor(timestamps)
-        _per_token("timestamps", timestamps, x, what="ContinuousTimeEncoding", each="time")
-        return self.add_encoding(x, self.encoding(timestamps))
 
     def get_config(self):
         config = super().get_config()
@@ -210,7 +176,7 @@ class ContinuousTimeEncoding(AdditiveEncoding):
 
 
 @keras.saving.register_keras_serializable(package="posenc")
-class Time2Vec(AdditiveEncoding):
+class Time2Vec(_TimeEncoding):
     """Time2Vec: one linear and ``dim - 1`` learned periodic features of time.
 
     Kazemi et al. (2019) represent a time ``t`` by ``t2v(t)[0] = w_0 t + b_0``
@@ -228,7 +194,8 @@ class Time2Vec(AdditiveEncoding):
 
     Call arguments:
         x: ``(batch, seq, dim)`` embeddings.
-        timestamps: ``(batch, seq)`` or ``(seq,)`` times (float or int).
+        timestamps: ``(batch, seq)`` or ``(seq,)`` times (float or int), best
+            on a scale of about one (the linear channel grows with them).
 
     Returns:
         Tensor of the shape of ``x`` in the layer's compute dtype.
@@ -251,7 +218,7 @@ class Time2Vec(AdditiveEncoding):
     def __init__(self, dim: int, **kwargs):
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
-        self.dim = check_positive_int("dim", dim)
+        self.dim = check_positive_int("dim", dim, what="Time2Vec")
         init = keras.initializers.RandomNormal(stddev=1.0)
         self.frequency = self.add_weight(name="frequency", shape=(self.dim,), initializer=init)
         self.phase = self.add_weight(name="phase", shape=(self.dim,), initializer=init)
@@ -259,16 +226,10 @@ class Time2Vec(AdditiveEncoding):
 
     def encoding(self, timestamps):
         """``P`` (float32) of shape ``(*timestamps.shape, dim)``."""
-        t = ops.cast(_timestamps(timestamps, "Time2Vec"), "float32")
+        t = ops.cast(self._timestamps(timestamps), "float32")
         angles = (ops.expand_dims(t, -1) * ops.cast(self.frequency, "float32")
                   + ops.cast(self.phase, "float32"))
         return ops.concatenate((angles[..., :1], ops.sin(angles[..., 1:])), axis=-1)
-
-    def call(self, x, timestamps):
-        check_embeddings("Time2Vec", x.shape, self.dim)
-        timestamps = ops.convert_to_tensor(timestamps)
-        _per_token("timestamps", timestamps, x, what="Time2Vec", each="time")
-        return self.add_encoding(x, self.encoding(timestamps))
 
     def get_config(self):
         config = super().get_config()
@@ -311,7 +272,7 @@ def hierarchical(paths, dim: int, *, max_depth: int, base: float = 10000.0):
         Shiv & Quirk, "Novel positional encodings to enable tree-based
         transformers", NeurIPS 2019.
     """
-    width = sc.hierarchical_level_width(dim, max_depth)
+    width = check_level_width(dim, max_depth, what="hierarchical")
     paths = _check_paths(paths, max_depth, what="hierarchical")
     present = ops.expand_dims(ops.cast(paths >= 0, "float32"), -1)
     pe = sinusoidal(ops.maximum(paths, 0), width, base=base) * present
@@ -362,31 +323,30 @@ class HierarchicalEncoding(AdditiveEncoding):
     def __init__(self, max_depth: int, max_children: int, dim: int, **kwargs):
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
-        self.max_depth = check_positive_int("max_depth", max_depth)
-        self.max_children = check_positive_int("max_children", max_children)
-        self.dim = check_positive_int("dim", dim)
+        what = "HierarchicalEncoding"
+        self.max_depth = check_positive_int("max_depth", max_depth, what=what)
+        self.max_children = check_positive_int("max_children", max_children, what=what)
+        self.dim = check_positive_int("dim", dim, what=what)
         self.level_tables = self.add_weight(
             name="level_tables", shape=(self.max_depth, self.max_children, self.dim),
-            initializer=keras.initializers.RandomNormal(stddev=sc.TABLE_INIT_STD))
+            initializer=keras.initializers.RandomNormal(stddev=TABLE_INIT_STD))
         self.built = True
 
     def encoding(self, paths):
         """``P`` (float32) of shape ``(*paths.shape[:-1], dim)``."""
-        paths = _check_paths(paths, self.max_depth, what="HierarchicalEncoding",
+        paths = _check_paths(paths, self.max_depth, what=self._what(),
                              max_children=self.max_children)
-        offsets = ops.arange(self.max_depth, dtype="int32") * self.max_children
+        rows = level_rows(ops.maximum(paths, 0), self._arange(self.max_depth), self.max_children)
         table = ops.reshape(ops.cast(self.level_tables, "float32"), (-1, self.dim))
-        rows = ops.take(table, ops.maximum(paths, 0) + offsets, axis=0)
         present = ops.expand_dims(ops.cast(paths >= 0, "float32"), -1)
-        return ops.sum(rows * present, axis=-2)
+        return ops.sum(ops.take(table, rows, axis=0) * present, axis=-2)
 
     def call(self, x, paths):
-        what = "HierarchicalEncoding"
-        check_embeddings(what, x.shape, self.dim)
+        check_embeddings(x.shape, self.dim, what=self._what())
         paths = ops.convert_to_tensor(paths)
-        sc.check_paths_depth(paths.shape, self.max_depth, what=what)
-        _per_token("paths", paths, x, what=what, each="path", trailing="max_depth")
-        return self.add_encoding(x, self.encoding(paths))
+        check_paths_depth(paths.shape, self.max_depth, what=self._what())
+        self._per_token("paths", paths, x, each="path", trailing="max_depth")
+        return self._add(x, self.encoding(paths))
 
     def get_config(self):
         config = super().get_config()
@@ -418,39 +378,20 @@ def modality_positions(modality_ids, *, num_modalities: int | None = None):
         >>> keras.ops.convert_to_numpy(modality_positions(ids)).tolist()
         [0, 1, 0, 1, 2, 2]
     """
-    ids = _integer(modality_ids, "modality_ids", "modality_positions")
-    if len(ids.shape) < 1:
-        raise ValueError("modality_positions: modality_ids must be (..., seq), got a scalar.")
+    what = "modality_positions"
+    ids = as_indices(modality_ids, name="modality_ids", what=what)
+    check_not_scalar("modality_ids", ids.shape, what=what)
     if num_modalities is None:
         index = ops.arange(ops.shape(ids)[-1], dtype="int32")
         earlier = ops.expand_dims(index, -1) > index  # [i, j]: j comes before i
         same = ops.equal(ops.expand_dims(ids, -1), ops.expand_dims(ids, -2))
         return ops.sum(ops.cast(ops.logical_and(same, earlier), "int32"), axis=-1)
-    num_modalities = check_positive_int("num_modalities", num_modalities)
-    _check_index(ids, "modality_ids", num_modalities, what="modality_positions",
-                 fix="pass a larger num_modalities, or none to count any ids")
+    num_modalities = check_positive_int("num_modalities", num_modalities, what=what)
+    check_indices(ids, num_modalities, name="modality_ids", limit_name="num_modalities",
+                  what=what, fix="pass a larger num_modalities, or none to count any ids")
     one_hot = ops.one_hot(ids, num_modalities, dtype="int32")
     counts = ops.sum(ops.cumsum(one_hot, axis=-2) * one_hot, axis=-1)
     return ops.cast(counts, "int32") - 1
-
-
-def _shared(enc: "MultimodalEncoding", ids, positions):
-    return sinusoidal(positions, enc.dim)
-
-
-def _per_modality(enc: "MultimodalEncoding", ids, positions):
-    table = ops.reshape(ops.cast(enc.modality_tables, "float32"), (-1, enc.dim))
-    flat = ids * enc.max_len + positions
-    return ops.take(table, flat, axis=0)
-
-
-def _shared_offset(enc: "MultimodalEncoding", ids, positions):
-    offset = ops.take(ops.cast(enc.modality_embedding, "float32"), ids, axis=0)
-    return ops.cast(sinusoidal(positions, enc.dim), "float32") + offset
-
-
-#: mode -> function(encoding, modality_ids, positions) returning P.
-_MODES = {"shared": _shared, "per_modality": _per_modality, "shared_offset": _shared_offset}
 
 
 @keras.saving.register_keras_serializable(package="posenc")
@@ -522,20 +463,18 @@ class MultimodalEncoding(AdditiveEncoding):
                  mode: str = "shared_offset", **kwargs):
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
-        self.mode = sc.check_mode(mode)
-        self.dim = (check_positive_int("dim", dim) if mode == "per_modality"
-                    else check_even_dim(dim, what=f"MultimodalEncoding(mode={mode!r})"))
-        self.num_modalities = check_positive_int("num_modalities", num_modalities)
-        self.max_len = check_positive_int("max_len", max_len)
-        init = keras.initializers.RandomNormal(stddev=sc.TABLE_INIT_STD)
-        if mode == "per_modality":
-            self.modality_tables = self.add_weight(
-                name="modality_tables", shape=(self.num_modalities, self.max_len, self.dim),
-                initializer=init)
-        elif mode == "shared_offset":
-            self.modality_embedding = self.add_weight(
-                name="modality_embedding", shape=(self.num_modalities, self.dim),
-                initializer=init)
+        what = "MultimodalEncoding"
+        self.mode = check_choice("mode", mode, MULTIMODAL_MODES, what=what)
+        spec = MULTIMODAL_MODES[mode]
+        self.dim = (check_even_dim(dim, what=f"{what}(mode={mode!r})") if spec.sinusoid
+                    else check_positive_int("dim", dim, what=what))
+        self.num_modalities = check_positive_int("num_modalities", num_modalities, what=what)
+        self.max_len = check_positive_int("max_len", max_len, what=what)
+        if spec.table is not None:
+            shape = spec.table_shape(self.num_modalities, self.max_len, self.dim)
+            setattr(self, spec.table, self.add_weight(
+                name=spec.table, shape=shape,
+                initializer=keras.initializers.RandomNormal(stddev=TABLE_INIT_STD)))
         self.built = True
 
     def encoding(self, modality_ids, positions=None):
@@ -544,33 +483,33 @@ class MultimodalEncoding(AdditiveEncoding):
         In ``"shared"`` mode the ids are not used and ``P`` has shape
         ``(*positions.shape, dim)``.
         """
-        what = "MultimodalEncoding"
-        ids = _integer(modality_ids, "modality_ids", what)
-        if len(ids.shape) < 1:
-            raise ValueError(f"{what}: modality_ids must be (seq,) or (batch, seq), got a scalar.")
-        _check_index(ids, "modality_ids", self.num_modalities, what=what,
-                     fix=f"build it with num_modalities={self.num_modalities + 1} or more")
+        what, spec = self._what(), MULTIMODAL_MODES[self.mode]
+        ids = as_indices(modality_ids, name="modality_ids", what=what)
+        check_not_scalar("modality_ids", ids.shape, what=what)
+        check_indices(ids, self.num_modalities, name="modality_ids", limit_name="num_modalities",
+                      what=what, fix=f"build it with num_modalities={self.num_modalities + 1} "
+                                     "or more")
         if positions is None:
-            seq = ids.shape[-1]
-            positions = seq if seq is not None else ops.arange(ops.shape(ids)[-1], dtype="int32")
-        if self.mode == "per_modality":
-            positions = _table_positions(positions, self.max_len, what)
+            positions = ids.shape[-1]
+            if positions is None:  # a length known only at run time
+                positions = self._arange(ops.shape(ids)[-1])
+        if spec.positions_index:
+            positions = self._table_positions(positions, self.max_len, fix=MULTIMODAL_TOO_SHORT)
         else:
-            positions = as_positions(positions)
-        return _MODES[self.mode](self, ids, positions)
+            positions = self._positions(positions)
+        pe = ops.cast(sinusoidal(positions, self.dim), "float32") if spec.sinusoid else 0.0
+        if spec.table is not None:
+            table = ops.reshape(ops.cast(getattr(self, spec.table), "float32"), (-1, self.dim))
+            pe = pe + ops.take(table, spec.row(ids, positions, self.max_len), axis=0)
+        return pe
 
     def call(self, x, modality_ids, positions=None):
-        what = "MultimodalEncoding"
-        check_embeddings(what, x.shape, self.dim)
-        modality_ids = _integer(modality_ids, "modality_ids", what)
-        _per_token("modality_ids", modality_ids, x, what=what, each="modality id")
+        positions = self._positions_for(x, positions)
+        modality_ids = as_indices(modality_ids, name="modality_ids", what=self._what())
+        self._per_token("modality_ids", modality_ids, x, each="modality id")
         if positions is None:
-            if x.shape[-2] == 0:
-                return ops.cast(x, self.compute_dtype)
-        else:
-            positions = as_positions(positions)
-            check_positions_shape(what, positions.shape, x.shape)
-        return self.add_encoding(x, self.encoding(modality_ids, positions))
+            return ops.cast(x, self.compute_dtype)
+        return self._add(x, self.encoding(modality_ids, positions))
 
     def get_config(self):
         config = super().get_config()
@@ -579,85 +518,7 @@ class MultimodalEncoding(AdditiveEncoding):
         return config
 
 
-# --------------------------------------------------------------------------- low rank
-
-@keras.saving.register_keras_serializable(package="posenc")
-class LowRankEncoding(AdditiveEncoding):
-    """A learned position table factorised as ``P = left @ right``.
-
-    A learned table has ``max_len * dim`` free numbers, but trained tables
-    are close to low rank (their rows vary smoothly with the position), so
-    the factorisation ``left (max_len, rank) @ right (rank, dim)`` keeps
-    ``rank * (max_len + dim)`` parameters instead: each position gets a
-    ``rank``-dimensional code, mapped to the model width by a shared
-    projection. ``rank = min(max_len, dim)`` can represent any table.
-
-    Args:
-        max_len: largest sequence length (rows of ``left``).
-        dim: feature dimension; must equal ``x.shape[-1]``.
-        rank: inner dimension, ``1 <= rank <= min(max_len, dim)``
-            (keyword-only).
-
-    Call arguments:
-        x: ``(batch, seq, dim)`` embeddings, ``seq <= max_len``.
-        positions: optional int ``(seq,)`` or ``(batch, seq)`` positions below
-            ``max_len``; default ``0 .. seq-1``.
-
-    Returns:
-        Tensor of the shape of ``x`` in the layer's compute dtype.
-
-    Weights:
-        left: ``(max_len, rank)``; right: ``(rank, dim)``. Both initialised
-        ``N(0, s^2)`` with ``s = sqrt(0.02 / sqrt(rank))``, so the entries of
-        ``P`` start with standard deviation 0.02, like a fresh learned table.
-
-    Example:
-        >>> enc = LowRankEncoding(128, 64, rank=8)
-        >>> enc.count_params()  # 8 * (128 + 64)
-        1536
-        >>> tuple(enc(keras.ops.zeros((2, 10, 64))).shape)
-        (2, 10, 64)
-    """
-
-    def __init__(self, max_len: int, dim: int, *, rank: int, **kwargs):
-        kwargs.setdefault("autocast", False)
-        super().__init__(**kwargs)
-        self.max_len, self.dim, self.rank = sc.check_low_rank(max_len, dim, rank)
-        init = keras.initializers.RandomNormal(stddev=sc.low_rank_init_std(self.rank))
-        self.left = self.add_weight(name="left", shape=(self.max_len, self.rank), initializer=init)
-        self.right = self.add_weight(name="right", shape=(self.rank, self.dim), initializer=init)
-        self.built = True
-
-    def encoding(self, positions):
-        """``P`` (float32) for ``positions`` (an int length or an int tensor)."""
-        return self._rows(_table_positions(positions, self.max_len, "LowRankEncoding"))
-
-    def _rows(self, pos):
-        left = ops.take(ops.cast(self.left, "float32"), pos, axis=0)
-        return ops.matmul(left, ops.cast(self.right, "float32"))
-
-    def call(self, x, positions=None):
-        what = "LowRankEncoding"
-        check_embeddings(what, x.shape, self.dim)
-        if positions is None:
-            if x.shape[-2] == 0:
-                return ops.cast(x, self.compute_dtype)
-            positions = _default_positions(x, self.max_len, what)
-        pos = _table_positions(positions, self.max_len, what)
-        check_positions_shape(what, pos.shape, x.shape)
-        return self.add_encoding(x, self._rows(pos))
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"max_len": self.max_len, "dim": self.dim, "rank": self.rank})
-        return config
-
-
-# --------------------------------------------------------------------------- coordinates and graphs
-
-import math  # noqa: E402
-
-from posenc.keras._util import result_dtype  # noqa: E402
+# --------------------------------------------------------------------------- coordinates
 
 
 def coordinate_encoding(coords, dim: int, *, scale=2 * math.pi, base: float = 10000.0,
@@ -696,22 +557,24 @@ def coordinate_encoding(coords, dim: int, *, scale=2 * math.pi, base: float = 10
         ICLR 2022.
     """
     what = "coordinate_encoding"
-    coords = as_positions(ops.convert_to_tensor(coords))
-    if len(coords.shape) < 1:
-        raise ValueError(f"{what}: coords must be (..., k), got a scalar; use coords[..., None].")
-    num = coords.shape[-1]
-    width = sc.coordinate_width(dim, num, what=what)
-    scales = sc.check_coordinate_scale(scale, num, what=what)
+    coords = ops.convert_to_tensor(coords)
+    check_numeric_dtype("coords", dtype_of(coords), what=what)
+    num = check_coordinates(coords.shape, what=what)
+    width = check_coordinate_width(dim, num, what=what)
+    scales = check_coordinate_scale(scale, num, what=what)
+    base, layout = check_base(base, what=what), check_layout(layout, what=what)
     wide = ops.cast(coords, wide_dtype())
     blocks = [sinusoidal(wide[..., c] * scales[c], width, base=base, layout=layout)
               for c in range(num)]
     return ops.cast(ops.concatenate(blocks, axis=-1), result_dtype(coords))
 
 
+# --------------------------------------------------------------------------- graphs
+
 def laplacian(adjacency, *, normalized: bool = True):
     """The graph Laplacian (float32), ``I - D^(-1/2) A D^(-1/2)`` or ``D - A``.
 
-    Computed in float64 NumPy by :func:`posenc.structured_core.laplacian` (the
+    Computed in float64 NumPy by :func:`posenc.structured.laplacian` (the
     checks and the formula live there) and returned as a tensor.
 
     Args:
@@ -726,7 +589,7 @@ def laplacian(adjacency, *, normalized: bool = True):
         array([[ 1., -1.],
                [-1.,  1.]], dtype=float32)
     """
-    lap = sc.laplacian(_host(adjacency), normalized=normalized)
+    lap = numpy_laplacian(as_numpy(adjacency), normalized=normalized)
     return ops.convert_to_tensor(lap.astype("float32"))
 
 
@@ -736,7 +599,7 @@ def laplacian_positions(adjacency, k: int, *, normalized: bool = True,
 
     The ``k`` eigenvectors of the graph Laplacian with the smallest non-trivial
     eigenvalues, one row per node, with the deterministic sign convention of
-    :func:`posenc.structured_core.laplacian_positions` (which computes them in
+    :func:`posenc.structured.laplacian_positions` (which computes them in
     float64 NumPy: a preprocessing step, done once per graph).
 
     Args:
@@ -757,18 +620,11 @@ def laplacian_positions(adjacency, k: int, *, normalized: bool = True,
     References:
         Dwivedi et al., "Benchmarking Graph Neural Networks", arXiv:2003.00982, 2020.
     """
-    out = sc.laplacian_positions(_host(adjacency), k, normalized=normalized,
-                                 return_eigenvalues=return_eigenvalues)
+    out = numpy_laplacian_positions(as_numpy(adjacency), k, normalized=normalized,
+                                    return_eigenvalues=return_eigenvalues)
     if return_eigenvalues:
         return tuple(ops.convert_to_tensor(o.astype("float32")) for o in out)
     return ops.convert_to_tensor(out.astype("float32"))
-
-
-def _host(array):
-    """A backend tensor or variable as NumPy (anything else as it is), for the graph code."""
-    if isinstance(array, keras.Variable) or ops.is_tensor(array):
-        return ops.convert_to_numpy(array)
-    return array
 
 
 @keras.saving.register_keras_serializable(package="posenc")
@@ -821,10 +677,11 @@ class LaplacianEncoding(AdditiveEncoding):
                  **kwargs):
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
-        self.k = check_positive_int("k", k)
-        self.dim = check_positive_int("dim", dim)
-        self.sign_flip = sc.check_sign_flip(sign_flip)
-        self.seed = sc.check_seed(seed, what="LaplacianEncoding")
+        what = "LaplacianEncoding"
+        self.k = check_positive_int("k", k, what=what)
+        self.dim = check_positive_int("dim", dim, what=what)
+        self.sign_flip = check_bool("sign_flip", sign_flip, what=what)
+        self.seed = check_seed(seed, what=what)
         self.seed_generator = keras.random.SeedGenerator(self.seed)
         self.kernel = self.add_weight(name="kernel", shape=(self.k, self.dim),
                                       initializer="glorot_uniform")
@@ -833,22 +690,30 @@ class LaplacianEncoding(AdditiveEncoding):
 
     def encoding(self, eigenvectors, training=None):
         """``P`` (float32) ``(..., nodes, dim)``; signs flipped at random when training."""
-        u = ops.cast(ops.convert_to_tensor(eigenvectors), "float32")
-        sc.check_eigenvectors_shape(u.shape, self.k)
+        u = ops.cast(self._eigenvectors(eigenvectors), "float32")
         if training and self.sign_flip:
-            shape = (*ops.shape(u)[:-2], 1, self.k)
-            coin = keras.random.uniform(shape, seed=self.seed_generator) < 0.5
-            u = u * ops.where(coin, -1.0, 1.0)
+            u = u * self._signs((*ops.shape(u)[:-2], 1, self.k))
         return ops.matmul(u, ops.cast(self.kernel, "float32")) + ops.cast(self.bias, "float32")
 
     def call(self, x, eigenvectors, training=None):
-        what = "LaplacianEncoding"
-        check_embeddings(what, x.shape, self.dim)
-        eigenvectors = ops.convert_to_tensor(eigenvectors)
-        sc.check_eigenvectors_shape(eigenvectors.shape, self.k)
-        _per_token("eigenvectors", eigenvectors, x, what=what, each="row of k eigenvector "
-                   "entries (one per node)", trailing="k")
-        return self.add_encoding(x, self.encoding(eigenvectors, training=training))
+        check_embeddings(x.shape, self.dim, what=self._what())
+        eigenvectors = self._eigenvectors(eigenvectors)
+        self._per_token("eigenvectors", eigenvectors, x,
+                        each="row of k eigenvector entries (one per node)", trailing="k")
+        return self._add(x, self.encoding(eigenvectors, training=training))
+
+    def _eigenvectors(self, eigenvectors):
+        """``eigenvectors`` as a floating-point tensor ``(..., nodes, k)``."""
+        u = ops.convert_to_tensor(eigenvectors)
+        check_float_dtype("eigenvectors", dtype_of(u), what=self._what(),
+                          fix=f"pass laplacian_positions(adjacency, {self.k})")
+        check_eigenvectors_shape(u.shape, self.k, what=self._what())
+        return u
+
+    def _signs(self, shape):
+        """-1 or +1 with probability 1/2 each, of ``shape``, from the layer's seed generator."""
+        coin = keras.random.uniform(shape, seed=self.seed_generator) < 0.5
+        return ops.where(coin, -1.0, 1.0)
 
     def get_config(self):
         config = super().get_config()

@@ -13,9 +13,16 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from posenc._checks import check_embeddings, check_positions_shape
-from posenc.structured_core import check_float_encoding, check_rate, check_seed, check_std
-from posenc.torch._util import as_positions
+from posenc._checks import (
+    check_encoding,
+    check_rate,
+    check_regularized,
+    check_seed,
+    check_std,
+    check_wrappable,
+)
+from posenc.regularization import channel_mask_shape, part_seeds
+from posenc.torch._util import AdditiveEncoding, dtype_of
 
 __all__ = ["EncodingDropout", "ChannelDropout", "GaussianNoise", "RegularizedEncoding"]
 
@@ -43,30 +50,12 @@ class _Regularizer(nn.Module):
         return torch.rand(shape, generator=self._generator(device), device=device)
 
 
-def _check_encoding(encoding: torch.Tensor, what: str) -> None:
-    if not torch.is_tensor(encoding):
-        raise ValueError(
-            f"{what}: the encoding must be a tensor P of shape (..., seq, dim), "
-            f"got {type(encoding).__name__}; pass the output of an encoding(...) method."
-        )
-    if encoding.dim() < 2:
-        raise ValueError(
-            f"{what}: the encoding must be (..., seq, dim), got shape {tuple(encoding.shape)}; "
-            "add a sequence axis first."
-        )
-    check_float_encoding(what, str(encoding.dtype).replace("torch.", ""))
-
-
-def _check_x(what: str, x, inner) -> None:
-    """``x`` is ``(..., seq, dim)``, with the wrapped encoding's ``dim`` when it has one."""
-    dim = getattr(inner, "dim", None)
-    if isinstance(dim, int) and not isinstance(dim, bool):
-        check_embeddings(what, x.shape, dim)
-    elif x.dim() < 2:
-        raise ValueError(
-            f"{what}: x must be (..., seq, dim), got x.shape={tuple(x.shape)} "
-            f"(rank {x.dim()}); add a sequence axis, e.g. x[None] for a single token."
-        )
+def _check_encoding(encoding, what: str) -> None:
+    """``encoding`` is a floating-point tensor ``P`` of shape ``(..., seq, dim)``."""
+    is_tensor = torch.is_tensor(encoding)
+    check_encoding(tuple(encoding.shape) if is_tensor else None,
+                   dtype_of(encoding) if is_tensor else "", got=type(encoding).__name__,
+                   what=what)
 
 
 class EncodingDropout(_Regularizer):
@@ -162,8 +151,7 @@ class ChannelDropout(_Regularizer):
         _check_encoding(encoding, "ChannelDropout")
         if not self.training or self.rate == 0.0:
             return encoding
-        mask_shape = (*encoding.shape[:-2], 1, encoding.shape[-1])
-        keep = self._uniform(mask_shape, encoding.device) >= self.rate
+        keep = self._uniform(channel_mask_shape(encoding.shape), encoding.device) >= self.rate
         return torch.where(keep, encoding / (1.0 - self.rate), torch.zeros_like(encoding))
 
 
@@ -216,7 +204,7 @@ class GaussianNoise(_Regularizer):
         return encoding + (self.std * noise).to(encoding.dtype)
 
 
-class RegularizedEncoding(nn.Module):
+class RegularizedEncoding(AdditiveEncoding):
     """Wraps an absolute encoding and regularises its ``P`` during training.
 
     ``forward(x)`` returns ``x + R(P)`` where ``P = encoding.encoding(positions)``
@@ -251,7 +239,7 @@ class RegularizedEncoding(nn.Module):
         Tensor of the shape and dtype of ``x``.
 
     Example:
-        >>> from posenc.torch.absolute import SinusoidalEncoding
+        >>> from posenc.torch.sinusoidal import SinusoidalEncoding
         >>> enc = RegularizedEncoding(SinusoidalEncoding(16), dropout=0.1, seed=0)
         >>> enc(torch.zeros(2, 5, 16)).shape
         torch.Size([2, 5, 16])
@@ -269,45 +257,41 @@ class RegularizedEncoding(nn.Module):
                  channel_dropout: float = 0.0, noise_std: float = 0.0,
                  seed: int | None = None):
         super().__init__()
-        if not isinstance(encoding, nn.Module) or not callable(getattr(encoding, "encoding", None)):
-            raise ValueError(
-                "RegularizedEncoding: encoding must be an absolute nn.Module with an "
-                "encoding(positions) method (e.g. SinusoidalEncoding), "
-                f"got {type(encoding).__name__}; "
-                "relative schemes (RoPE, biases) have no P to add and cannot be wrapped."
-            )
         what = "RegularizedEncoding"
-        dropout = check_rate("dropout", dropout, what=what)
-        channel_dropout = check_rate("channel_dropout", channel_dropout, what=what)
-        noise_std = check_std("noise_std", noise_std, what=what)
-        seed = check_seed(seed, what=what)
+        check_wrappable(isinstance(encoding, nn.Module) and callable(getattr(encoding, "encoding",
+                                                                             None)),
+                        type(encoding).__name__, kind="an absolute positional encoding", what=what)
+        dropout, channel_dropout, noise_std, seed = check_regularized(
+            dropout, channel_dropout, noise_std, seed, what=what)
+        noise_seed, dropout_seed, channel_seed = part_seeds(seed)
         self.inner = encoding
-        self.noise = GaussianNoise(noise_std, seed=seed)
-        self.dropout = EncodingDropout(dropout, seed=None if seed is None else seed + 1)
-        self.channel_dropout = ChannelDropout(channel_dropout,
-                                              seed=None if seed is None else seed + 2)
+        self.noise = GaussianNoise(noise_std, seed=noise_seed)
+        self.dropout = EncodingDropout(dropout, seed=dropout_seed)
+        self.channel_dropout = ChannelDropout(channel_dropout, seed=channel_seed)
 
     def extra_repr(self) -> str:
         return (f"dropout={self.dropout.rate}, channel_dropout={self.channel_dropout.rate}, "
                 f"noise_std={self.noise.std}")
+
+    @property
+    def dim(self):
+        """The wrapped encoding's ``dim`` (``None`` if it has none: then any width passes)."""
+        dim = getattr(self.inner, "dim", None)
+        return dim if isinstance(dim, int) and not isinstance(dim, bool) else None
+
+    def _active(self) -> bool:
+        return self.noise.std > 0 or self.dropout.rate > 0 or self.channel_dropout.rate > 0
 
     def encoding(self, positions) -> torch.Tensor:
         """The clean encoding ``P`` of the wrapped module (no regularisation)."""
         return self.inner.encoding(positions)
 
     def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
-        what = "RegularizedEncoding"
-        _check_x(what, x, self.inner)
+        positions = self._positions_for(x, positions)
         if positions is None:
-            if x.shape[-2] == 0:
-                return x
-            positions = x.shape[-2]
-        else:
-            positions = as_positions(positions, device=x.device)
-            check_positions_shape(what, positions.shape, x.shape)
-        pe = self.inner.encoding(positions).to(device=x.device)
-        active = self.noise.std > 0 or self.dropout.rate > 0 or self.channel_dropout.rate > 0
-        if self.training and active:
-            pe = pe.expand(torch.broadcast_shapes(pe.shape, x.shape))
+            return x
+        pe = self.encoding(positions)
+        if self.training and self._active():
+            pe = pe.to(x.device).expand(torch.broadcast_shapes(pe.shape, x.shape))
             pe = self.channel_dropout(self.dropout(self.noise(pe)))
-        return x + pe.to(dtype=x.dtype)
+        return self._add(x, pe)

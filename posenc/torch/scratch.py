@@ -2,8 +2,8 @@
 
 The chapters show these functions side by side with :mod:`posenc.keras.scratch` before they use
 the package; ``tests/test_scratch.py`` asserts that each one equals its ``posenc.torch``
-counterpart. Use the package in real code: these skip the argument checks, the float64 angles
-and the caches that the package's versions have.
+counterpart. Use the package in real code: these skip the argument checks, the
+autocast and device handling and the caches that the package's versions have.
 """
 
 from __future__ import annotations
@@ -11,7 +11,64 @@ from __future__ import annotations
 import torch
 
 
+# Chapter 1
+
+
+def self_attention(x, w_q, w_k, w_v, causal=False):
+    """One head of self-attention, softmax(x W_q (x W_k)^T / sqrt(d_k)) x W_v, on (..., n, d)."""
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5       # (..., n, n)
+    if causal:                                                  # token i sees tokens j <= i only
+        future = torch.ones(scores.shape[-2:], dtype=torch.bool, device=x.device).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def permutation_gap(attend, x, perm):
+    """Largest |attend(x[perm]) - attend(x)[perm]| over the rows (seq axis -2) of x."""
+    return (attend(x[..., perm, :]) - attend(x)[..., perm, :]).abs().max()
+
+
+# Chapter 2
+
+
+def sinusoidal(positions, dim, base=10000.0, dtype=torch.float64):
+    """PE[p, 2i] = sin(p w_i), PE[p, 2i+1] = cos(p w_i), w_i = base^(-2i/dim); angles in dtype."""
+    inv_freq = base ** (-torch.arange(0, dim, 2, dtype=dtype) / dim)   # (dim/2,)
+    angles = positions.to(dtype)[:, None] * inv_freq                    # (n, dim/2)
+    pe = torch.stack((angles.sin(), angles.cos()), dim=-1)              # (n, dim/2, 2)
+    return pe.reshape(len(positions), dim).to(torch.float32)
+
+
+def shift_matrix(k, dim, base=10000.0):
+    """M_k, the (dim, dim) block rotation with PE(p + k) = M_k PE(p) (column vectors)."""
+    angle = k * base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    c, s = angle.cos(), angle.sin()
+    off = torch.stack((s, torch.zeros_like(s)), dim=-1).reshape(dim)[:-1]
+    return torch.diag(c.repeat_interleave(2)) + torch.diag(off, 1) - torch.diag(off, -1)
+
+
+# Chapter 3
+
+
+def learned(x, table):
+    """Add the learned rows table[0 .. seq-1] to x of shape (batch, seq, dim)."""
+    return x + table[: x.shape[-2]]
+
+
+def resize_linear(table, new_length):
+    """Stretch a (length, dim) table to new_length rows by linear interpolation."""
+    length = table.shape[0]
+    u = (torch.arange(new_length) + 0.5) * length / new_length - 0.5  # old coordinate
+    u = u.clamp(0, length - 1)
+    lo = u.floor().long()
+    hi = (lo + 1).clamp(max=length - 1)
+    w = (u - lo)[:, None]
+    return (1 - w) * table[lo] + w * table[hi]
+
+
 # Chapter 4
+
 
 def coordinate_encoding(coords, dim, scale=2 * torch.pi, base=10000.0):
     """DETR's sine embedding: the sinusoid of each scaled coordinate, blocks concatenated."""

@@ -1,29 +1,65 @@
 """Positions that are not ``0, 1, 2, ...`` (PyTorch face).
 
-Continuous time (irregular timestamps), tree paths, several modalities in one
-sequence, and a low-rank learned table. Each is an absolute encoding: a module
-whose ``forward`` returns ``x + P`` and whose ``encoding(...)`` returns ``P``
-alone in float32.
+Continuous time (irregular timestamps), tree paths, several modalities in
+one sequence, real coordinates (DETR's sine embedding of points and boxes) and
+graph nodes (Laplacian eigenvectors; the low-rank table is in ``learned.py``). Each is an absolute
+encoding: a module whose ``forward`` returns ``x + P`` and whose
+``encoding(...)`` returns ``P`` alone in float32.
+
+Index checks that depend on the data (child indices, modality ids, positions
+below ``max_len``) follow the policy of the API reference ("Checks that read
+the data"), as in the Keras face.
 """
 
 from __future__ import annotations
 
-import numbers
+import math
 
 import torch
 from torch import nn
 
-from posenc import core
-from posenc import structured_core as sc
 from posenc._checks import (
+    check_base,
+    check_bool,
+    check_choice,
+    check_coordinate_scale,
+    check_coordinate_width,
+    check_coordinates,
+    check_eigenvectors_shape,
     check_embeddings,
     check_even_dim,
+    check_float_dtype,
     check_layout,
-    check_positions_shape,
+    check_level_width,
+    check_not_scalar,
+    check_numeric_dtype,
+    check_paths_depth,
+    check_paths_values,
     check_positive_int,
+    check_seed,
+    check_time_scale,
 )
-from posenc.torch._util import as_positions, wide_dtype
-from posenc.torch.absolute import sinusoidal
+from posenc.structured import (
+    MULTIMODAL_MODES,
+    MULTIMODAL_TOO_SHORT,
+    TABLE_INIT_STD,
+    level_rows,
+)
+from posenc.structured import laplacian as numpy_laplacian
+from posenc.structured import laplacian_positions as numpy_laplacian_positions
+from posenc.torch._util import (
+    AdditiveEncoding,
+    as_indices,
+    as_numpy,
+    as_positions,
+    can_inspect,
+    check_indices,
+    dtype_of,
+    read_back,
+    result_dtype,
+    wide_dtype,
+)
+from posenc.torch.sinusoidal import sinusoidal
 
 __all__ = [
     "ContinuousTimeEncoding",
@@ -32,7 +68,6 @@ __all__ = [
     "HierarchicalEncoding",
     "modality_positions",
     "MultimodalEncoding",
-    "LowRankEncoding",
     "coordinate_encoding",
     "laplacian",
     "laplacian_positions",
@@ -41,75 +76,38 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- helpers
-# The data checks (ranges of indices, well-formed paths) read numbers back from the
-# tensor, so they run on CPU tensors only: on an accelerator they would stop the host
-# once per forward (and break a compiled graph). There an out-of-range index stops the
-# gather with a device-side error instead.
-
-_is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
-
-
-def _can_inspect(t: torch.Tensor) -> bool:
-    """Whether data-dependent checks may read ``t``: a non-empty CPU tensor, not compiling."""
-    return t.numel() > 0 and t.device.type == "cpu" and not _is_compiling()
-
-
-def _integer(t, name: str, what: str) -> torch.Tensor:
-    """``t`` as an int64 tensor (so uint8 is never read as a mask), refusing other dtypes."""
-    t = t if torch.is_tensor(t) else torch.as_tensor(t)
-    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
-        raise sc.integer_positions_error(name, str(t.dtype).replace("torch.", ""), what=what)
-    return t.to(torch.long)
-
-
-def _check_index(t: torch.Tensor, name: str, limit: int, *, what: str, fix: str) -> None:
-    if _can_inspect(t):
-        lo, hi = torch.aminmax(t)
-        sc.check_index_values(name, int(lo), int(hi), limit, what=what, fix=fix)
-
 
 def _check_paths(paths, max_depth: int, *, what: str,
                  max_children: int | None = None) -> torch.Tensor:
-    paths = _integer(paths, "paths", what)
-    sc.check_paths_depth(paths.shape, max_depth, what=what)
-    if _can_inspect(paths):
-        lo, hi = torch.aminmax(paths)
-        gap = bool(((paths[..., 1:] >= 0) & (paths[..., :-1] < 0)).any())
-        sc.check_paths_values(int(lo), int(hi), gap, what=what, max_children=max_children)
+    """``paths`` as int64 ``(..., max_depth)``; their values checked when the policy allows."""
+    paths = as_indices(paths, name="paths", what=what)
+    check_paths_depth(paths.shape, max_depth, what=what)
+    if can_inspect(paths):
+        gap = ((paths[..., 1:] >= 0) & (paths[..., :-1] < 0)).any()
+        values = read_back(*torch.aminmax(paths), gap)
+        if values is not None:
+            check_paths_values(*values[:2], bool(values[2]), max_children=max_children,
+                               what=what)
     return paths
-
-
-def _table_positions(positions, max_len: int, what: str, device) -> torch.Tensor:
-    """Integer positions (int64, on ``device``) for a table of ``max_len`` rows, checked."""
-    if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
-        n = check_positive_int("positions", positions, fix="Pass a sequence length of at least 1.")
-        sc.check_length(n, max_len, what=what)
-        return torch.arange(n, device=device)
-    pos = _integer(as_positions(positions), "positions", what)
-    _check_index(pos, "positions", max_len, what=what,
-                 fix="build it with a larger max_len, or restart positions per modality "
-                     "with modality_positions(...)")
-    return pos.to(device)
-
-
-def _timestamps(timestamps, what: str, device=None) -> torch.Tensor:
-    """Numeric timestamps as a tensor; an int n stands for ``0 .. n-1`` (on ``device``)."""
-    if isinstance(timestamps, bool) or not (isinstance(timestamps, numbers.Integral)
-                                            or torch.is_tensor(timestamps)):
-        timestamps = torch.as_tensor(timestamps)
-    if torch.is_tensor(timestamps):
-        sc.check_numeric_timestamps(str(timestamps.dtype).replace("torch.", ""), what=what)
-    return as_positions(timestamps, device=device, name="timestamps")
-
-
-def _per_token(name: str, t: torch.Tensor, x: torch.Tensor, *, what: str, each: str,
-               trailing: str = "") -> None:
-    sc.check_per_token_shape(name, t.shape, x.shape, what=what, each=each, trailing=trailing)
 
 
 # --------------------------------------------------------------------------- time
 
-class ContinuousTimeEncoding(nn.Module):
+class _TimeEncoding(AdditiveEncoding):
+    """Base of the encodings of timestamps: ``forward(x, timestamps)`` is ``x + P(timestamps)``."""
+
+    def forward(self, x: torch.Tensor, timestamps) -> torch.Tensor:
+        check_embeddings(x.shape, self.dim, what=self._what())
+        timestamps = torch.as_tensor(timestamps, device=x.device)
+        self._per_token("timestamps", timestamps, x, each="time")
+        return self._add(x, self.encoding(timestamps))
+
+    def _timestamps(self, timestamps) -> torch.Tensor:
+        """Numeric timestamps as a tensor (an int n: ``0 .. n-1``)."""
+        return as_positions(timestamps, name="timestamps", what=self._what())
+
+
+class ContinuousTimeEncoding(_TimeEncoding):
     """Sinusoidal encoding of real-valued timestamps (irregular sampling).
 
     The sinusoid of Vaswani et al. (2017) is defined for any real position, so
@@ -152,12 +150,11 @@ class ContinuousTimeEncoding(nn.Module):
     def __init__(self, dim: int, *, time_scale: float = 1.0, base: float = 10000.0,
                  layout: str = "interleaved"):
         super().__init__()
-        self.dim = check_even_dim(dim)
-        self.time_scale = sc.check_time_scale(time_scale)
-        check_layout(layout)
-        core.sinusoidal_inv_freq(dim, base)  # validates base
-        self.base = float(base)
-        self.layout = layout
+        what = "ContinuousTimeEncoding"
+        self.dim = check_even_dim(dim, what=what)
+        self.time_scale = check_time_scale(time_scale, what=what)
+        self.layout = check_layout(layout, what=what)
+        self.base = check_base(base, what=what)
 
     def extra_repr(self) -> str:
         return (f"dim={self.dim}, time_scale={self.time_scale}, base={self.base}, "
@@ -165,18 +162,12 @@ class ContinuousTimeEncoding(nn.Module):
 
     def encoding(self, timestamps) -> torch.Tensor:
         """``P`` (float32) of shape ``(*timestamps.shape, dim)``."""
-        t = _timestamps(timestamps, "ContinuousTimeEncoding")
+        t = self._timestamps(timestamps)
         t = t.to(wide_dtype(t.device)) / self.time_scale
         return sinusoidal(t, self.dim, base=self.base, layout=self.layout).float()
 
-    def forward(self, x: torch.Tensor, timestamps) -> torch.Tensor:
-        check_embeddings("ContinuousTimeEncoding", x.shape, self.dim)
-        timestamps = torch.as_tensor(timestamps, device=x.device)
-        _per_token("timestamps", timestamps, x, what="ContinuousTimeEncoding", each="time")
-        return x + self.encoding(timestamps).to(dtype=x.dtype)
 
-
-class Time2Vec(nn.Module):
+class Time2Vec(_TimeEncoding):
     """Time2Vec: one linear and ``dim - 1`` learned periodic features of time.
 
     Kazemi et al. (2019) represent a time ``t`` by ``t2v(t)[0] = w_0 t + b_0``
@@ -194,7 +185,8 @@ class Time2Vec(nn.Module):
 
     Call arguments:
         x: ``(batch, seq, dim)`` embeddings.
-        timestamps: ``(batch, seq)`` or ``(seq,)`` times (float or int).
+        timestamps: ``(batch, seq)`` or ``(seq,)`` times (float or int), best
+            on a scale of about one (the linear channel grows with them).
 
     Returns:
         Tensor of the shape and dtype of ``x``.
@@ -215,7 +207,7 @@ class Time2Vec(nn.Module):
 
     def __init__(self, dim: int):
         super().__init__()
-        self.dim = check_positive_int("dim", dim)
+        self.dim = check_positive_int("dim", dim, what="Time2Vec")
         self.frequency = nn.Parameter(torch.empty(self.dim))
         self.phase = nn.Parameter(torch.empty(self.dim))
         self.reset_parameters()
@@ -229,17 +221,10 @@ class Time2Vec(nn.Module):
 
     def encoding(self, timestamps) -> torch.Tensor:
         """``P`` (float32) of shape ``(*timestamps.shape, dim)``."""
-        device = self.frequency.device
-        t = _timestamps(timestamps, "Time2Vec", device).to(device)
+        t = self._timestamps(timestamps).to(self.frequency.device)
         with torch.autocast(device_type=t.device.type, enabled=False):
             angles = t.float()[..., None] * self.frequency.float() + self.phase.float()
             return torch.cat((angles[..., :1], torch.sin(angles[..., 1:])), dim=-1)
-
-    def forward(self, x: torch.Tensor, timestamps) -> torch.Tensor:
-        check_embeddings("Time2Vec", x.shape, self.dim)
-        timestamps = torch.as_tensor(timestamps, device=x.device)
-        _per_token("timestamps", timestamps, x, what="Time2Vec", each="time")
-        return x + self.encoding(timestamps).to(device=x.device, dtype=x.dtype)
 
 
 # --------------------------------------------------------------------------- trees
@@ -277,14 +262,14 @@ def hierarchical(paths, dim: int, *, max_depth: int, base: float = 10000.0) -> t
         Shiv & Quirk, "Novel positional encodings to enable tree-based
         transformers", NeurIPS 2019.
     """
-    width = sc.hierarchical_level_width(dim, max_depth)
+    width = check_level_width(dim, max_depth, what="hierarchical")
     paths = _check_paths(paths, max_depth, what="hierarchical")
     present = (paths >= 0)[..., None]
     pe = sinusoidal(paths.clamp(min=0), width, base=base)  # (..., max_depth, width)
     return (pe * present).flatten(-2)
 
 
-class HierarchicalEncoding(nn.Module):
+class HierarchicalEncoding(AdditiveEncoding):
     """Learned tree positions: the sum of one embedding per level of the path.
 
     ``P(path) = sum_l level_tables[l, path[l]]`` over the levels the node
@@ -326,34 +311,34 @@ class HierarchicalEncoding(nn.Module):
 
     def __init__(self, max_depth: int, max_children: int, dim: int):
         super().__init__()
-        self.max_depth = check_positive_int("max_depth", max_depth)
-        self.max_children = check_positive_int("max_children", max_children)
-        self.dim = check_positive_int("dim", dim)
+        what = "HierarchicalEncoding"
+        self.max_depth = check_positive_int("max_depth", max_depth, what=what)
+        self.max_children = check_positive_int("max_children", max_children, what=what)
+        self.dim = check_positive_int("dim", dim, what=what)
         self.level_tables = nn.Parameter(torch.empty(self.max_depth, self.max_children, self.dim))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        nn.init.normal_(self.level_tables, std=sc.TABLE_INIT_STD)
+        nn.init.normal_(self.level_tables, std=TABLE_INIT_STD)
 
     def extra_repr(self) -> str:
         return f"max_depth={self.max_depth}, max_children={self.max_children}, dim={self.dim}"
 
     def encoding(self, paths) -> torch.Tensor:
         """``P`` (float32) of shape ``(*paths.shape[:-1], dim)``."""
-        paths = _check_paths(paths, self.max_depth, what="HierarchicalEncoding",
+        paths = _check_paths(paths, self.max_depth, what=self._what(),
                              max_children=self.max_children)
         paths = paths.to(self.level_tables.device)
-        offsets = torch.arange(self.max_depth, device=paths.device) * self.max_children
-        rows = self.level_tables.float().reshape(-1, self.dim)[paths.clamp(min=0) + offsets]
-        return (rows * (paths >= 0)[..., None]).sum(dim=-2)
+        rows = level_rows(paths.clamp(min=0), self._arange(self.max_depth), self.max_children)
+        table = self.level_tables.float().reshape(-1, self.dim)
+        return (table[rows] * (paths >= 0)[..., None]).sum(dim=-2)
 
     def forward(self, x: torch.Tensor, paths) -> torch.Tensor:
-        what = "HierarchicalEncoding"
-        check_embeddings(what, x.shape, self.dim)
+        check_embeddings(x.shape, self.dim, what=self._what())
         paths = paths if torch.is_tensor(paths) else torch.as_tensor(paths)
-        sc.check_paths_depth(paths.shape, self.max_depth, what=what)
-        _per_token("paths", paths, x, what=what, each="path", trailing="max_depth")
-        return x + self.encoding(paths).to(device=x.device, dtype=x.dtype)
+        check_paths_depth(paths.shape, self.max_depth, what=self._what())
+        self._per_token("paths", paths, x, each="path", trailing="max_depth")
+        return self._add(x, self.encoding(paths))
 
 
 # --------------------------------------------------------------------------- modalities
@@ -378,39 +363,22 @@ def modality_positions(modality_ids, *, num_modalities: int | None = None) -> to
         >>> modality_positions(torch.tensor([0, 0, 1, 1, 1, 0]))
         tensor([0, 1, 0, 1, 2, 2])
     """
-    ids = _integer(modality_ids, "modality_ids", "modality_positions")
-    if ids.dim() < 1:
-        raise ValueError("modality_positions: modality_ids must be (..., seq), got a scalar.")
+    what = "modality_positions"
+    ids = as_indices(modality_ids, name="modality_ids", what=what)
+    check_not_scalar("modality_ids", ids.shape, what=what)
     if num_modalities is None:
         seq = ids.shape[-1]
         same = ids[..., :, None] == ids[..., None, :]
         earlier = torch.ones(seq, seq, dtype=torch.bool, device=ids.device).tril(-1)
         return (same & earlier).sum(dim=-1)
-    num_modalities = check_positive_int("num_modalities", num_modalities)
-    _check_index(ids, "modality_ids", num_modalities, what="modality_positions",
-                 fix="pass a larger num_modalities, or none to count any ids")
+    num_modalities = check_positive_int("num_modalities", num_modalities, what=what)
+    check_indices(ids, num_modalities, name="modality_ids", limit_name="num_modalities",
+                  what=what, fix="pass a larger num_modalities, or none to count any ids")
     one_hot = nn.functional.one_hot(ids, num_modalities)
     return (one_hot.cumsum(dim=-2) * one_hot).sum(dim=-1) - 1
 
 
-def _shared(enc: "MultimodalEncoding", ids, positions):
-    return sinusoidal(positions, enc.dim).float()
-
-
-def _per_modality(enc: "MultimodalEncoding", ids, positions):
-    table = enc.modality_tables.float().reshape(-1, enc.dim)
-    return table[ids * enc.max_len + positions]
-
-
-def _shared_offset(enc: "MultimodalEncoding", ids, positions):
-    return sinusoidal(positions, enc.dim).float() + enc.modality_embedding.float()[ids]
-
-
-#: mode -> function(encoding, modality_ids, positions) returning P.
-_MODES = {"shared": _shared, "per_modality": _per_modality, "shared_offset": _shared_offset}
-
-
-class MultimodalEncoding(nn.Module):
+class MultimodalEncoding(AdditiveEncoding):
     """Positions for sequences that mix modalities (text, image patches, audio).
 
     Three ways to share position information between modalities, chosen by
@@ -477,21 +445,21 @@ class MultimodalEncoding(nn.Module):
     def __init__(self, dim: int, *, num_modalities: int, max_len: int,
                  mode: str = "shared_offset"):
         super().__init__()
-        self.mode = sc.check_mode(mode)
-        self.dim = (check_positive_int("dim", dim) if mode == "per_modality"
-                    else check_even_dim(dim, what=f"MultimodalEncoding(mode={mode!r})"))
-        self.num_modalities = check_positive_int("num_modalities", num_modalities)
-        self.max_len = check_positive_int("max_len", max_len)
-        if mode == "per_modality":
-            self.modality_tables = nn.Parameter(
-                torch.empty(self.num_modalities, self.max_len, self.dim))
-        elif mode == "shared_offset":
-            self.modality_embedding = nn.Parameter(torch.empty(self.num_modalities, self.dim))
+        what = "MultimodalEncoding"
+        self.mode = check_choice("mode", mode, MULTIMODAL_MODES, what=what)
+        spec = MULTIMODAL_MODES[mode]
+        self.dim = (check_even_dim(dim, what=f"{what}(mode={mode!r})") if spec.sinusoid
+                    else check_positive_int("dim", dim, what=what))
+        self.num_modalities = check_positive_int("num_modalities", num_modalities, what=what)
+        self.max_len = check_positive_int("max_len", max_len, what=what)
+        if spec.table is not None:
+            shape = spec.table_shape(self.num_modalities, self.max_len, self.dim)
+            self.register_parameter(spec.table, nn.Parameter(torch.empty(shape)))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         for p in self.parameters():
-            nn.init.normal_(p, std=sc.TABLE_INIT_STD)
+            nn.init.normal_(p, std=TABLE_INIT_STD)
 
     def extra_repr(self) -> str:
         return (f"dim={self.dim}, num_modalities={self.num_modalities}, "
@@ -503,117 +471,35 @@ class MultimodalEncoding(nn.Module):
         In ``"shared"`` mode the ids are not used and ``P`` has shape
         ``(*positions.shape, dim)``.
         """
-        what = "MultimodalEncoding"
-        ids = _integer(modality_ids, "modality_ids", what)
-        if ids.dim() < 1:
-            raise ValueError(f"{what}: modality_ids must be (seq,) or (batch, seq), got a scalar.")
-        _check_index(ids, "modality_ids", self.num_modalities, what=what,
-                     fix=f"build it with num_modalities={self.num_modalities + 1} or more")
-        device = (ids.device if self.mode == "shared"
-                  else next(self.parameters()).device)
-        ids = ids.to(device)
+        what, spec = self._what(), MULTIMODAL_MODES[self.mode]
+        ids = as_indices(modality_ids, name="modality_ids", what=what)
+        check_not_scalar("modality_ids", ids.shape, what=what)
+        check_indices(ids, self.num_modalities, name="modality_ids", limit_name="num_modalities",
+                      what=what, fix=f"build it with num_modalities={self.num_modalities + 1} "
+                                     "or more")
+        ids = ids.to(self._anchor.device)
         if positions is None:
             positions = ids.shape[-1]
-        if self.mode == "per_modality":
-            positions = _table_positions(positions, self.max_len, what, device)
+        if spec.positions_index:
+            positions = self._table_positions(positions, self.max_len, fix=MULTIMODAL_TOO_SHORT)
         else:
-            positions = as_positions(positions, device=device).to(device)
-        return _MODES[self.mode](self, ids, positions)
+            positions = self._positions(positions)
+        pe = sinusoidal(positions, self.dim).float() if spec.sinusoid else 0.0
+        if spec.table is not None:
+            table = getattr(self, spec.table).float().reshape(-1, self.dim)
+            pe = pe + table[spec.row(ids, positions, self.max_len)]
+        return pe
 
     def forward(self, x: torch.Tensor, modality_ids, positions=None) -> torch.Tensor:
-        what = "MultimodalEncoding"
-        check_embeddings(what, x.shape, self.dim)
-        modality_ids = _integer(modality_ids, "modality_ids", what)
-        _per_token("modality_ids", modality_ids, x, what=what, each="modality id")
+        positions = self._positions_for(x, positions)
+        modality_ids = as_indices(modality_ids, name="modality_ids", what=self._what())
+        self._per_token("modality_ids", modality_ids, x, each="modality id")
         if positions is None:
-            if x.shape[-2] == 0:
-                return x
-        else:
-            positions = as_positions(positions)
-            check_positions_shape(what, positions.shape, x.shape)
-        return x + self.encoding(modality_ids, positions).to(device=x.device, dtype=x.dtype)
+            return x
+        return self._add(x, self.encoding(modality_ids, positions))
 
 
-# --------------------------------------------------------------------------- low rank
-
-class LowRankEncoding(nn.Module):
-    """A learned position table factorised as ``P = left @ right``.
-
-    A learned table has ``max_len * dim`` free numbers, but trained tables
-    are close to low rank (their rows vary smoothly with the position), so
-    the factorisation ``left (max_len, rank) @ right (rank, dim)`` keeps
-    ``rank * (max_len + dim)`` parameters instead: each position gets a
-    ``rank``-dimensional code, mapped to the model width by a shared
-    projection. ``rank = min(max_len, dim)`` can represent any table.
-
-    Args:
-        max_len: largest sequence length (rows of ``left``).
-        dim: feature dimension; must equal ``x.shape[-1]``.
-        rank: inner dimension, ``1 <= rank <= min(max_len, dim)``
-            (keyword-only).
-
-    Call arguments:
-        x: ``(batch, seq, dim)`` embeddings, ``seq <= max_len``.
-        positions: optional int ``(seq,)`` or ``(batch, seq)`` positions below
-            ``max_len``; default ``0 .. seq-1``.
-
-    Returns:
-        Tensor of the shape and dtype of ``x``.
-
-    Weights:
-        left: ``(max_len, rank)``; right: ``(rank, dim)``. Both initialised
-        ``N(0, s^2)`` with ``s = sqrt(0.02 / sqrt(rank))``, so the entries of
-        ``P`` start with standard deviation 0.02, like a fresh learned table.
-
-    Example:
-        >>> enc = LowRankEncoding(128, 64, rank=8)
-        >>> sum(p.numel() for p in enc.parameters())  # 8 * (128 + 64)
-        1536
-        >>> enc(torch.zeros(2, 10, 64)).shape
-        torch.Size([2, 10, 64])
-    """
-
-    def __init__(self, max_len: int, dim: int, *, rank: int):
-        super().__init__()
-        self.max_len, self.dim, self.rank = sc.check_low_rank(max_len, dim, rank)
-        self.left = nn.Parameter(torch.empty(self.max_len, self.rank))
-        self.right = nn.Parameter(torch.empty(self.rank, self.dim))
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        std = sc.low_rank_init_std(self.rank)
-        nn.init.normal_(self.left, std=std)
-        nn.init.normal_(self.right, std=std)
-
-    def extra_repr(self) -> str:
-        return f"max_len={self.max_len}, dim={self.dim}, rank={self.rank}"
-
-    def encoding(self, positions) -> torch.Tensor:
-        """``P`` (float32) for ``positions`` (an int length or an int tensor)."""
-        return self._rows(_table_positions(positions, self.max_len, "LowRankEncoding",
-                                           self.left.device))
-
-    def _rows(self, pos: torch.Tensor) -> torch.Tensor:
-        with torch.autocast(device_type=self.left.device.type, enabled=False):
-            return self.left.float()[pos] @ self.right.float()
-
-    def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
-        what = "LowRankEncoding"
-        check_embeddings(what, x.shape, self.dim)
-        if positions is None:
-            if x.shape[-2] == 0:
-                return x
-            positions = x.shape[-2]
-        pos = _table_positions(positions, self.max_len, what, self.left.device)
-        check_positions_shape(what, pos.shape, x.shape)
-        return x + self._rows(pos).to(device=x.device, dtype=x.dtype)
-
-
-# --------------------------------------------------------------------------- coordinates and graphs
-
-import math  # noqa: E402
-
-from posenc.torch._util import result_dtype  # noqa: E402
+# --------------------------------------------------------------------------- coordinates
 
 
 def coordinate_encoding(coords, dim: int, *, scale=2 * math.pi, base: float = 10000.0,
@@ -652,23 +538,24 @@ def coordinate_encoding(coords, dim: int, *, scale=2 * math.pi, base: float = 10
         ICLR 2022.
     """
     what = "coordinate_encoding"
-    coords = as_positions(coords) if torch.is_tensor(coords) else as_positions(
-        torch.as_tensor(coords))
-    if coords.dim() < 1:
-        raise ValueError(f"{what}: coords must be (..., k), got a scalar; use coords[..., None].")
-    num = coords.shape[-1]
-    width = sc.coordinate_width(dim, num, what=what)
-    scales = sc.check_coordinate_scale(scale, num, what=what)
+    coords = coords if torch.is_tensor(coords) else torch.as_tensor(coords)
+    check_numeric_dtype("coords", dtype_of(coords), what=what)
+    num = check_coordinates(coords.shape, what=what)
+    width = check_coordinate_width(dim, num, what=what)
+    scales = check_coordinate_scale(scale, num, what=what)
+    base, layout = check_base(base, what=what), check_layout(layout, what=what)
     wide = coords.to(wide_dtype(coords.device))
     blocks = [sinusoidal(wide[..., c] * scales[c], width, base=base, layout=layout)
               for c in range(num)]
     return torch.cat(blocks, dim=-1).to(result_dtype(coords))
 
 
+# --------------------------------------------------------------------------- graphs
+
 def laplacian(adjacency, *, normalized: bool = True) -> torch.Tensor:
     """The graph Laplacian (float32), ``I - D^(-1/2) A D^(-1/2)`` or ``D - A``.
 
-    Computed in float64 NumPy by :func:`posenc.structured_core.laplacian` (the
+    Computed in float64 NumPy by :func:`posenc.structured.laplacian` (the
     checks and the formula live there) and returned as a tensor.
 
     Args:
@@ -683,8 +570,8 @@ def laplacian(adjacency, *, normalized: bool = True) -> torch.Tensor:
         tensor([[ 1., -1.],
                 [-1.,  1.]])
     """
-    return torch.as_tensor(sc.laplacian(_host(adjacency), normalized=normalized),
-                           dtype=torch.float32)
+    lap = numpy_laplacian(as_numpy(adjacency), normalized=normalized)
+    return torch.as_tensor(lap, dtype=torch.float32)
 
 
 def laplacian_positions(adjacency, k: int, *, normalized: bool = True,
@@ -693,7 +580,7 @@ def laplacian_positions(adjacency, k: int, *, normalized: bool = True,
 
     The ``k`` eigenvectors of the graph Laplacian with the smallest non-trivial
     eigenvalues, one row per node, with the deterministic sign convention of
-    :func:`posenc.structured_core.laplacian_positions` (which computes them in
+    :func:`posenc.structured.laplacian_positions` (which computes them in
     float64 NumPy: a preprocessing step, done once per graph).
 
     Args:
@@ -713,19 +600,14 @@ def laplacian_positions(adjacency, k: int, *, normalized: bool = True,
     References:
         Dwivedi et al., "Benchmarking Graph Neural Networks", arXiv:2003.00982, 2020.
     """
-    out = sc.laplacian_positions(_host(adjacency), k, normalized=normalized,
-                                 return_eigenvalues=return_eigenvalues)
+    out = numpy_laplacian_positions(as_numpy(adjacency), k, normalized=normalized,
+                                    return_eigenvalues=return_eigenvalues)
     if return_eigenvalues:
         return tuple(torch.as_tensor(o, dtype=torch.float32) for o in out)
     return torch.as_tensor(out, dtype=torch.float32)
 
 
-def _host(array):
-    """A tensor (any device) or array-like as NumPy, for the framework-free graph code."""
-    return array.detach().cpu().numpy() if torch.is_tensor(array) else array
-
-
-class LaplacianEncoding(nn.Module):
+class LaplacianEncoding(AdditiveEncoding):
     """Graph node positions: a linear map of Laplacian eigenvectors, signs flipped in training.
 
     Dwivedi & Bresson (2021) give each node ``i`` of a graph the row ``u_i`` of
@@ -770,10 +652,11 @@ class LaplacianEncoding(nn.Module):
 
     def __init__(self, k: int, dim: int, *, sign_flip: bool = True, seed: int | None = None):
         super().__init__()
-        self.k = check_positive_int("k", k)
-        self.dim = check_positive_int("dim", dim)
-        self.sign_flip = sc.check_sign_flip(sign_flip)
-        self.seed = sc.check_seed(seed, what="LaplacianEncoding")
+        what = "LaplacianEncoding"
+        self.k = check_positive_int("k", k, what=what)
+        self.dim = check_positive_int("dim", dim, what=what)
+        self.sign_flip = check_bool("sign_flip", sign_flip, what=what)
+        self.seed = check_seed(seed, what=what)
         self._generators: dict[str, torch.Generator] = {}
         self.kernel = nn.Parameter(torch.empty(self.k, self.dim))
         self.bias = nn.Parameter(torch.empty(self.dim))
@@ -786,8 +669,32 @@ class LaplacianEncoding(nn.Module):
     def extra_repr(self) -> str:
         return f"k={self.k}, dim={self.dim}, sign_flip={self.sign_flip}, seed={self.seed}"
 
-    def _signs(self, shape, device) -> torch.Tensor:
-        generator = None
+    def encoding(self, eigenvectors) -> torch.Tensor:
+        """``P`` (float32) ``(..., nodes, dim)``; signs flipped at random in training mode."""
+        u = self._eigenvectors(eigenvectors).to(self._anchor.device).float()
+        if self.training and self.sign_flip:
+            u = u * self._signs((*u.shape[:-2], 1, self.k))
+        with torch.autocast(device_type=u.device.type, enabled=False):
+            return u @ self.kernel.float() + self.bias.float()
+
+    def forward(self, x: torch.Tensor, eigenvectors) -> torch.Tensor:
+        check_embeddings(x.shape, self.dim, what=self._what())
+        eigenvectors = self._eigenvectors(eigenvectors)
+        self._per_token("eigenvectors", eigenvectors, x,
+                        each="row of k eigenvector entries (one per node)", trailing="k")
+        return self._add(x, self.encoding(eigenvectors))
+
+    def _eigenvectors(self, eigenvectors) -> torch.Tensor:
+        """``eigenvectors`` as a floating-point tensor ``(..., nodes, k)``."""
+        u = eigenvectors if torch.is_tensor(eigenvectors) else torch.as_tensor(eigenvectors)
+        check_float_dtype("eigenvectors", dtype_of(u), what=self._what(),
+                          fix=f"pass laplacian_positions(adjacency, {self.k})")
+        check_eigenvectors_shape(u.shape, self.k, what=self._what())
+        return u
+
+    def _signs(self, shape) -> torch.Tensor:
+        """-1 or +1 with probability 1/2 each, of ``shape``, on the module's device."""
+        device, generator = self._anchor.device, None
         if self.seed is not None:
             key = str(device)
             if key not in self._generators:
@@ -796,22 +703,3 @@ class LaplacianEncoding(nn.Module):
             generator = self._generators[key]
         coin = torch.rand(shape, generator=generator, device=device) < 0.5
         return torch.where(coin, -1.0, 1.0)
-
-    def encoding(self, eigenvectors) -> torch.Tensor:
-        """``P`` (float32) ``(..., nodes, dim)``; signs flipped at random in training mode."""
-        u = torch.as_tensor(eigenvectors, device=self.kernel.device)
-        sc.check_eigenvectors_shape(u.shape, self.k)
-        u = u.float()
-        if self.training and self.sign_flip:
-            u = u * self._signs((*u.shape[:-2], 1, self.k), u.device)
-        with torch.autocast(device_type=u.device.type, enabled=False):
-            return u @ self.kernel.float() + self.bias.float()
-
-    def forward(self, x: torch.Tensor, eigenvectors) -> torch.Tensor:
-        what = "LaplacianEncoding"
-        check_embeddings(what, x.shape, self.dim)
-        eigenvectors = torch.as_tensor(eigenvectors)
-        sc.check_eigenvectors_shape(eigenvectors.shape, self.k)
-        _per_token("eigenvectors", eigenvectors, x, what=what, each="row of k eigenvector "
-                   "entries (one per node)", trailing="k")
-        return x + self.encoding(eigenvectors).to(device=x.device, dtype=x.dtype)

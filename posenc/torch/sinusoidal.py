@@ -5,17 +5,16 @@ from __future__ import annotations
 import functools
 
 import torch
-from torch import nn
 
-from posenc import core
-from posenc._checks import (
-    check_embeddings,
-    check_even_dim,
-    check_layout,
-    check_positive_int,
-    check_positions_shape,
+from posenc.sinusoidal import grid_coordinates, sinusoidal_inv_freq
+from posenc._checks import check_base, check_even_dim, check_layout, check_positive_int
+from posenc.torch._util import (
+    AdditiveEncoding,
+    as_positions,
+    is_compiling,
+    result_dtype,
+    wide_dtype,
 )
-from posenc.torch._util import as_positions, result_dtype, wide_dtype
 
 __all__ = ["sinusoidal", "sinusoidal_2d", "SinusoidalEncoding"]
 
@@ -52,16 +51,15 @@ def sinusoidal(positions, dim: int, *, base: float = 10000.0,
         Vaswani et al., "Attention Is All You Need", NeurIPS 2017, section 3.5.
     """
     dim = check_even_dim(dim)
-    check_layout(layout)
-    base = float(base)
-    core.sinusoidal_inv_freq(dim, base)  # validates base
-    pos = as_positions(positions)
+    layout = check_layout(layout, what="sinusoidal")
+    base = check_base(base, what="sinusoidal")
+    pos = as_positions(positions, what="sinusoidal")
     if pos.device.type == "mps":
         # MPS has no float64: compute on the CPU, where the angles are exact enough, then move.
         return sinusoidal(pos.cpu(), dim, base=base, layout=layout).to(pos.device)
     wide = wide_dtype(pos.device)
-    if torch.compiler.is_compiling():     # traced once into the graph: no cache needed
-        inv_freq = torch.as_tensor(core.sinusoidal_inv_freq(dim, base), dtype=wide,
+    if is_compiling():     # traced once into the graph: no cache needed
+        inv_freq = torch.as_tensor(sinusoidal_inv_freq(dim, base), dtype=wide,
                                    device=pos.device)
     else:
         inv_freq = _inv_freq(dim, base, pos.device, wide)
@@ -77,13 +75,13 @@ def sinusoidal(positions, dim: int, *, base: float = 10000.0,
 
 @functools.lru_cache(maxsize=32)
 def _inv_freq(dim: int, base: float, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-    """``core.sinusoidal_inv_freq`` as a tensor, made once per device (no copy per call)."""
+    """``sinusoidal_inv_freq`` as a tensor, made once per device (no copy per call)."""
     with torch.inference_mode(False):
-        return torch.as_tensor(core.sinusoidal_inv_freq(dim, base), dtype=dtype, device=device)
+        return torch.as_tensor(sinusoidal_inv_freq(dim, base), dtype=dtype, device=device)
 
 
 def sinusoidal_2d(height: int, width: int, dim: int, *, base: float = 10000.0,
-                  layout: str = "interleaved") -> torch.Tensor:
+                  layout: str = "interleaved", trained_hw=None) -> torch.Tensor:
     """2D sinusoidal encoding of a row-major ``height x width`` grid of patches.
 
     The first ``dim/2`` channels encode the row with :func:`sinusoidal`, the
@@ -91,12 +89,23 @@ def sinusoidal_2d(height: int, width: int, dim: int, *, base: float = 10000.0,
     and MAE; check a checkpoint's convention before loading it (MAE's released
     code puts the column first and uses the concatenated layout).
 
+    With ``trained_hw = (h0, w0)`` the cells sit at fractional coordinates
+    of an ``h0 x w0`` grid stretched to ``height x width``: cell ``(i, j)`` at
+    ``((i + 0.5) * h0 / height - 0.5, (j + 0.5) * w0 / width - 0.5)``, the
+    points where ``resize_table_2d`` (``align_corners=False``) samples a
+    trained table. ``sinusoidal_2d(24, 24, dim, trained_hw=(14, 14))`` is what
+    a model trained on a 14 x 14 grid sees when its sinusoidal table is
+    stretched to 24 x 24 (see :func:`posenc.sinusoidal.grid_coordinates`).
+
     Args:
         height: number of rows (patches down).
         width: number of columns (patches across).
         dim: feature dimension, a multiple of 4.
         base: wavelength base. Default ``10000.0``.
         layout: ``"interleaved"`` or ``"concat"``, within each half.
+        trained_hw: optional ``(h0, w0)``: place the cells on this grid,
+            stretched. Default ``None``: the integer grid; ``(height, width)``
+            gives the same table.
 
     Returns:
         float32 tensor of shape ``(height * width, dim)``.
@@ -105,19 +114,16 @@ def sinusoidal_2d(height: int, width: int, dim: int, *, base: float = 10000.0,
         >>> sinusoidal_2d(2, 3, 8).shape
         torch.Size([6, 8])
     """
-    height = check_positive_int("height", height)
-    width = check_positive_int("width", width)
+    rows, cols = grid_coordinates(height, width, trained_hw)
     dim = check_even_dim(dim, multiple=4, what="sinusoidal_2d")
-    rows = torch.arange(height).repeat_interleave(width)
-    cols = torch.arange(width).repeat(height)
     return torch.cat(
-        (sinusoidal(rows, dim // 2, base=base, layout=layout),
-         sinusoidal(cols, dim // 2, base=base, layout=layout)),
+        (sinusoidal(torch.as_tensor(rows), dim // 2, base=base, layout=layout),
+         sinusoidal(torch.as_tensor(cols), dim // 2, base=base, layout=layout)),
         dim=-1,
-    )
+    ).float()
 
 
-class SinusoidalEncoding(nn.Module):
+class SinusoidalEncoding(AdditiveEncoding):
     """Adds the fixed sinusoidal encoding to token embeddings.
 
     ``forward(x)`` returns ``x + sinusoidal(positions, dim)``. The table for
@@ -142,11 +148,9 @@ class SinusoidalEncoding(nn.Module):
 
     def __init__(self, dim: int, *, base: float = 10000.0, layout: str = "interleaved"):
         super().__init__()
-        self.dim = check_even_dim(dim)
-        check_layout(layout)
-        core.sinusoidal_inv_freq(dim, base)  # validates base
-        self.base = float(base)
-        self.layout = layout
+        self.dim = check_even_dim(dim, what="SinusoidalEncoding")
+        self.layout = check_layout(layout, what="SinusoidalEncoding")
+        self.base = check_base(base, what="SinusoidalEncoding")
         self.register_buffer("_cache", torch.empty(0, self.dim), persistent=False)
 
     def extra_repr(self) -> str:
@@ -154,7 +158,8 @@ class SinusoidalEncoding(nn.Module):
 
     def _table(self, n: int) -> torch.Tensor:
         """``sinusoidal(arange(n))`` from the cache (a view: do not modify it)."""
-        n = check_positive_int("positions", n)
+        n = check_positive_int("positions", n, what="SinusoidalEncoding",
+                               fix="pass a sequence length of at least 1")
         stale = (self._cache.shape[0] < n
                  or self._cache.dtype != torch.float32           # after module.to(bfloat16)
                  or (self._cache.is_inference() and not torch.is_inference_mode_enabled()))
@@ -171,17 +176,11 @@ class SinusoidalEncoding(nn.Module):
         """
         if isinstance(positions, int) and not isinstance(positions, bool):
             return self._table(positions).clone()
-        return sinusoidal(as_positions(positions, device=self._cache.device), self.dim,
-                          base=self.base, layout=self.layout)
+        return self._encode(positions)
 
-    def forward(self, x: torch.Tensor, positions=None) -> torch.Tensor:
-        check_embeddings("SinusoidalEncoding", x.shape, self.dim)
-        if positions is None:
-            if x.shape[-2] == 0:
-                return x
-            pe = self._table(x.shape[-2])
-        else:
-            positions = as_positions(positions, device=x.device)
-            check_positions_shape("SinusoidalEncoding", positions.shape, x.shape)
-            pe = self.encoding(positions)
-        return x + pe.to(device=x.device, dtype=x.dtype)
+    def _encode(self, positions) -> torch.Tensor:
+        """The cached table itself for an int (read-only), else :func:`sinusoidal`."""
+        if isinstance(positions, int) and not isinstance(positions, bool):
+            return self._table(positions)
+        return sinusoidal(as_positions(positions, what="SinusoidalEncoding"), self.dim,
+                          base=self.base, layout=self.layout)

@@ -5,14 +5,8 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from posenc import core
-from posenc._checks import (
-    check_embeddings,
-    check_even_dim,
-    check_layout,
-    check_positive_int,
-    check_positions_shape,
-)
+from posenc.sinusoidal import grid_coordinates, sinusoidal_inv_freq
+from posenc._checks import check_base, check_even_dim, check_layout
 from posenc.keras._util import AdditiveEncoding, as_positions, result_dtype, wide_dtype
 
 __all__ = ["sinusoidal", "sinusoidal_2d", "SinusoidalEncoding"]
@@ -49,11 +43,11 @@ def sinusoidal(positions, dim: int, *, base: float = 10000.0, layout: str = "int
         Vaswani et al., "Attention Is All You Need", NeurIPS 2017, section 3.5.
     """
     dim = check_even_dim(dim)
-    check_layout(layout)
-    inv_freq_np = core.sinusoidal_inv_freq(dim, base)
-    pos = as_positions(positions)
+    layout = check_layout(layout, what="sinusoidal")
+    base = check_base(base, what="sinusoidal")
+    pos = as_positions(positions, what="sinusoidal")
     wide = wide_dtype()
-    inv_freq = ops.convert_to_tensor(inv_freq_np.astype(wide))
+    inv_freq = ops.convert_to_tensor(sinusoidal_inv_freq(dim, base).astype(wide))
     angles = ops.expand_dims(ops.cast(pos, wide), -1) * inv_freq
     sin, cos = ops.sin(angles), ops.cos(angles)
     if layout == "interleaved":
@@ -65,7 +59,7 @@ def sinusoidal(positions, dim: int, *, base: float = 10000.0, layout: str = "int
 
 
 def sinusoidal_2d(height: int, width: int, dim: int, *, base: float = 10000.0,
-                  layout: str = "interleaved"):
+                  layout: str = "interleaved", trained_hw=None):
     """2D sinusoidal encoding of a row-major ``height x width`` grid of patches.
 
     The first ``dim/2`` channels encode the row with :func:`sinusoidal`, the
@@ -73,12 +67,23 @@ def sinusoidal_2d(height: int, width: int, dim: int, *, base: float = 10000.0,
     and MAE; check a checkpoint's convention before loading it (MAE's released
     code puts the column first and uses the concatenated layout).
 
+    With ``trained_hw = (h0, w0)`` the cells sit at fractional coordinates
+    of an ``h0 x w0`` grid stretched to ``height x width``: cell ``(i, j)`` at
+    ``((i + 0.5) * h0 / height - 0.5, (j + 0.5) * w0 / width - 0.5)``, the
+    points where ``resize_table_2d`` (``align_corners=False``) samples a
+    trained table. ``sinusoidal_2d(24, 24, dim, trained_hw=(14, 14))`` is what
+    a model trained on a 14 x 14 grid sees when its sinusoidal table is
+    stretched to 24 x 24 (see :func:`posenc.sinusoidal.grid_coordinates`).
+
     Args:
         height: number of rows (patches down).
         width: number of columns (patches across).
         dim: feature dimension, a multiple of 4.
         base: wavelength base. Default ``10000.0``.
         layout: ``"interleaved"`` or ``"concat"``, within each half.
+        trained_hw: optional ``(h0, w0)``: place the cells on this grid,
+            stretched. Default ``None``: the integer grid; ``(height, width)``
+            gives the same table.
 
     Returns:
         float32 tensor of shape ``(height * width, dim)``.
@@ -87,16 +92,13 @@ def sinusoidal_2d(height: int, width: int, dim: int, *, base: float = 10000.0,
         >>> tuple(sinusoidal_2d(2, 3, 8).shape)
         (6, 8)
     """
-    height = check_positive_int("height", height)
-    width = check_positive_int("width", width)
+    rows, cols = grid_coordinates(height, width, trained_hw)
     dim = check_even_dim(dim, multiple=4, what="sinusoidal_2d")
-    rows = ops.repeat(ops.arange(height, dtype="int32"), width)
-    cols = ops.tile(ops.arange(width, dtype="int32"), [height])
-    return ops.concatenate(
-        (sinusoidal(rows, dim // 2, base=base, layout=layout),
-         sinusoidal(cols, dim // 2, base=base, layout=layout)),
+    return ops.cast(ops.concatenate(
+        (sinusoidal(ops.convert_to_tensor(rows), dim // 2, base=base, layout=layout),
+         sinusoidal(ops.convert_to_tensor(cols), dim // 2, base=base, layout=layout)),
         axis=-1,
-    )
+    ), "float32")
 
 
 @keras.saving.register_keras_serializable(package="posenc")
@@ -127,11 +129,9 @@ class SinusoidalEncoding(AdditiveEncoding):
         # autocast off: float positions must not be rounded to a bf16 compute dtype.
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
-        self.dim = check_even_dim(dim)
-        check_layout(layout)
-        core.sinusoidal_inv_freq(dim, base)  # validates base
-        self.base = float(base)
-        self.layout = layout
+        self.dim = check_even_dim(dim, what="SinusoidalEncoding")
+        self.layout = check_layout(layout, what="SinusoidalEncoding")
+        self.base = check_base(base, what="SinusoidalEncoding")
         self.built = True
 
     def encoding(self, positions):
@@ -139,16 +139,8 @@ class SinusoidalEncoding(AdditiveEncoding):
 
         float32 for an int or integer positions; float positions keep their dtype.
         """
-        return sinusoidal(positions, self.dim, base=self.base, layout=self.layout)
-
-    def call(self, x, positions=None):
-        check_embeddings("SinusoidalEncoding", x.shape, self.dim)
-        if positions is None:
-            positions = ops.arange(ops.shape(x)[-2], dtype="int32")
-        else:
-            positions = as_positions(positions)
-            check_positions_shape("SinusoidalEncoding", positions.shape, x.shape)
-        return self.add_encoding(x, self.encoding(positions))
+        return sinusoidal(as_positions(positions, what="SinusoidalEncoding"), self.dim,
+                          base=self.base, layout=self.layout)
 
     def get_config(self):
         config = super().get_config()

@@ -1,0 +1,221 @@
+"""A small task that needs positions, and NumPy tools to read a trained position table.
+
+The *lag task*: given a sequence of random tokens, predict at every position ``p`` the token
+that came ``lag`` places earlier, ``tokens[p - lag]``. One layer of causal attention solves it
+only if the query at ``p`` can find the key at ``p - lag``, which is a statement about
+positions; token embeddings alone cannot express it. Positions ``p < lag`` have no target.
+
+This module is framework-free: it draws the token batches from a seed with NumPy, so that
+:mod:`posenc.torch.tasks` and :mod:`posenc.keras.tasks` train on identical data, and it holds
+the analysis helpers that compare position tables (:func:`cosine_similarity`,
+:func:`similarity_by_distance`, :func:`distance_share`).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from posenc._checks import check_number, check_positive_int
+
+__all__ = [
+    "check_lag",
+    "check_model_args",
+    "check_lr",
+    "lag_tokens",
+    "lag_targets",
+    "cosine_similarity",
+    "similarity_by_distance",
+    "distance_share",
+]
+
+
+def check_lag(lag, length) -> tuple[int, int]:
+    """Check ``lag`` and ``length`` together: ``1 <= lag < length``; returns both as ints."""
+    length = check_positive_int("length", length, fix="Pass the number of tokens per sequence.")
+    lag = check_positive_int("lag", lag, fix="The target at position p is tokens[p - lag].")
+    if lag >= length:
+        raise ValueError(
+            f"lag must be smaller than length (positions p < lag have no target), got "
+            f"lag={lag} for length={length}; use a lag of at most {length - 1} or longer "
+            "sequences."
+        )
+    return lag, length
+
+
+def _check_float(name: str, value, *, low: float, high: float | None = None,
+                 fix: str = "") -> float:
+    """A finite number in ``[low, high)``; ``high=None``: no upper bound."""
+    value = check_number(name, value)
+    if not (value >= low and (high is None or value < high)):
+        where = f"[{low}, {high})" if high is not None else f">= {low}"
+        raise ValueError(f"{name} must be a number in {where}, got {name}={value!r}."
+                         + (f" {fix}" if fix else ""))
+    return value
+
+
+def check_model_args(vocab, dim, embed_std, dropout) -> tuple[int, int, float, float]:
+    """The arguments of ``LagModel``, checked the same way in both faces."""
+    vocab = check_positive_int("vocab", vocab)
+    dim = check_positive_int("dim", dim)
+    embed_std = _check_float("embed_std", embed_std, low=0.0,
+                             fix="The token table is drawn from N(0, embed_std^2).")
+    if embed_std == 0.0:
+        raise ValueError("embed_std must be positive, got embed_std=0.0; zero token "
+                         "embeddings cannot tell the tokens apart.")
+    dropout = _check_float("dropout", dropout, low=0.0, high=1.0,
+                           fix="It is the probability of zeroing an entry, e.g. 0.1.")
+    return vocab, dim, embed_std, dropout
+
+
+def check_lr(lr) -> float:
+    """A positive, finite learning rate."""
+    lr = _check_float("lr", lr, low=0.0, fix="Adam's usual range is 1e-4 .. 1e-2.")
+    if lr == 0.0:
+        raise ValueError("lr must be positive, got lr=0.0; nothing would be learned.")
+    return lr
+
+
+def _check_seed(seed) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got seed={seed!r}.")
+    return int(seed)
+
+
+def lag_tokens(num_sequences: int, length: int, *, vocab: int, seed: int = 0) -> np.ndarray:
+    """Random token sequences for the lag task, the same for a given seed on every machine.
+
+    Args:
+        num_sequences: number of sequences (rows), a positive int. A training run of ``steps``
+            batches of ``batch_size`` uses ``steps * batch_size`` rows, in order.
+        length: tokens per sequence, a positive int.
+        vocab: vocabulary size; tokens are uniform in ``0 .. vocab-1``.
+        seed: non-negative int for ``numpy.random.default_rng``. Default ``0``.
+
+    Returns:
+        int64 array ``(num_sequences, length)``.
+
+    Example:
+        >>> lag_tokens(2, 5, vocab=16, seed=0).shape
+        (2, 5)
+        >>> bool((lag_tokens(3, 4, vocab=8, seed=1) == lag_tokens(3, 4, vocab=8, seed=1)).all())
+        True
+    """
+    num_sequences = check_positive_int("num_sequences", num_sequences)
+    length = check_positive_int("length", length, fix="Pass the number of tokens per sequence.")
+    vocab = check_positive_int("vocab", vocab)
+    rng = np.random.default_rng(_check_seed(seed))
+    return rng.integers(0, vocab, size=(num_sequences, length), dtype=np.int64)
+
+
+def lag_targets(tokens, lag: int) -> tuple[np.ndarray, np.ndarray]:
+    """Targets and weights for the lag task: ``targets[:, p] = tokens[:, p - lag]``.
+
+    Positions ``p < lag`` have no target: their target is 0 and their weight 0, so a loss
+    weighted by ``weights`` (Keras' ``sample_weight``) counts only the positions that have one.
+
+    Args:
+        tokens: int array ``(batch, length)``.
+        lag: positive int smaller than ``length``.
+
+    Returns:
+        ``(targets, weights)``: an int64 array and a float32 array, both ``(batch, length)``.
+
+    Example:
+        >>> targets, weights = lag_targets(np.array([[5, 6, 7, 8]]), 2)
+        >>> targets.tolist(), weights.tolist()
+        ([[0, 0, 5, 6]], [[0.0, 0.0, 1.0, 1.0]])
+    """
+    tokens = np.asarray(tokens)
+    if tokens.ndim != 2:
+        raise ValueError(f"tokens must be (batch, length), got tokens.shape={tokens.shape}.")
+    lag, _ = check_lag(lag, tokens.shape[1])
+    targets = np.zeros_like(tokens, dtype=np.int64)
+    targets[:, lag:] = tokens[:, :-lag]
+    weights = np.zeros(tokens.shape, dtype=np.float32)
+    weights[:, lag:] = 1.0
+    return targets, weights
+
+
+def cosine_similarity(table) -> np.ndarray:
+    """Cosine similarity of every pair of rows of a ``(length, dim)`` table.
+
+    Args:
+        table: array-like ``(length, dim)`` (a NumPy array, or a tensor converted first).
+
+    Returns:
+        float64 array ``(length, length)``; a row of zeros has similarity 0 with every row.
+
+    Example:
+        >>> cosine_similarity([[1.0, 0.0], [1.0, 1.0]]).round(3).tolist()
+        [[1.0, 0.707], [0.707, 1.0]]
+    """
+    t = np.asarray(table, dtype=np.float64)
+    if t.ndim != 2:
+        raise ValueError(f"table must be (length, dim), got table.shape={t.shape}.")
+    norms = np.linalg.norm(t, axis=1, keepdims=True)
+    unit = np.divide(t, norms, out=np.zeros_like(t), where=norms > 0)
+    return unit @ unit.T
+
+
+def _square(sim) -> np.ndarray:
+    sim = np.asarray(sim, dtype=np.float64)
+    if sim.ndim != 2 or sim.shape[0] != sim.shape[1] or sim.shape[0] < 2:
+        raise ValueError(
+            f"sim must be a square (length, length) matrix with length >= 2, got "
+            f"sim.shape={sim.shape}; compute it with cosine_similarity(table)."
+        )
+    return sim
+
+
+def similarity_by_distance(sim) -> np.ndarray:
+    """Mean of ``sim[i, i + k]`` over ``i``, for every distance ``k = 0 .. length-1``.
+
+    Args:
+        sim: square ``(length, length)`` matrix, e.g. :func:`cosine_similarity` of a table.
+
+    Returns:
+        float64 array ``(length,)``; entry ``k`` averages the ``k``-th upper diagonal.
+
+    Example:
+        >>> similarity_by_distance(np.array([[1.0, 0.5], [0.5, 1.0]])).tolist()
+        [1.0, 0.5]
+    """
+    sim = _square(sim)
+    return np.array([np.diagonal(sim, k).mean() for k in range(sim.shape[0])])
+
+
+def distance_share(sim) -> float:
+    """Share of the off-diagonal variance of ``sim`` that the distance ``|i - j|`` explains.
+
+    Each entry is predicted by the mean of its diagonal (:func:`similarity_by_distance`,
+    mirrored below the diagonal); the share is one minus the residual sum of squares over the
+    total sum of squares, both over the pairs ``i != j``. It is 1 for a Toeplitz matrix (a
+    function of ``|i - j|`` alone, as the sinusoid's similarities are) and near 0 when the
+    similarity does not depend on the distance. A matrix whose off-diagonal entries are all
+    equal has no variance to explain: its share is 1.
+
+    Args:
+        sim: symmetric square ``(length, length)`` matrix, ``length >= 3``.
+
+    Returns:
+        A float at most 1.
+
+    Example:
+        >>> first_row = np.array([1.0, 0.6, 0.2, -0.1])
+        >>> toeplitz = first_row[np.abs(np.subtract.outer(np.arange(4), np.arange(4)))]
+        >>> round(distance_share(toeplitz), 6)
+        1.0
+    """
+    sim = _square(sim)
+    n = sim.shape[0]
+    if n < 3:
+        raise ValueError(f"distance_share needs length >= 3 (two distances), got length={n}.")
+    gap = np.abs(np.subtract.outer(np.arange(n), np.arange(n)))
+    off = gap > 0
+    residual = sim - similarity_by_distance(sim)[gap]
+    total = ((sim[off] - sim[off].mean()) ** 2).sum()
+    if total == 0:
+        return 1.0
+    return float(1.0 - (residual[off] ** 2).sum() / total)

@@ -1,0 +1,211 @@
+"""The lag task in PyTorch: a one-layer model, its loss, a training loop, accuracy by position.
+
+The data come from :mod:`posenc.tasks` (NumPy, from a seed), so :mod:`posenc.keras.tasks`
+trains on exactly the same batches; :func:`lag_weights` and :func:`load_lag_weights` move a
+model's weights between the faces.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from posenc import tasks
+from posenc._checks import check_positive_int
+
+__all__ = ["LagModel", "lag_loss", "train_lag", "accuracy_by_position", "lag_weights",
+           "load_lag_weights"]
+
+
+class LagModel(nn.Module):
+    """Embedding, position encoding, dropout, one causal single-head attention layer, readout.
+
+    ``h = dropout(position(s * embed(tokens)))`` with ``s = sqrt(dim)`` when ``embed_scale``
+    (Vaswani et al., section 3.4) and ``s = 1`` otherwise; then one causal attention layer
+    (``softmax(q k^T / sqrt(dim)) v``, no output projection) and a linear readout to
+    ``vocab`` logits. Dropout acts on the sum of embedding and encoding, as in Vaswani et al.,
+    section 5.4. With ``position=None`` the model has no encoding at all: only the causal mask
+    tells the positions apart. The Keras twin is :class:`posenc.keras.tasks.LagModel`.
+
+    Args:
+        position: any posenc encoding module that maps ``(batch, seq, dim)`` embeddings to
+            embeddings with the code added (``LearnedEncoding``, ``SinusoidalEncoding``,
+            ``HybridEncoding``, ...), or ``None`` for none.
+        vocab: number of token ids (keyword-only).
+        dim: model width (keyword-only).
+        embed_scale: multiply the token embeddings by ``sqrt(dim)``. Default ``False``.
+        dropout: dropout rate on ``embedding + encoding`` during training. Default ``0.0``.
+        embed_std: standard deviation of the initial token table. Default ``1.0``
+            (``nn.Embedding``'s own).
+
+    Call arguments:
+        tokens: int tensor ``(batch, seq)``.
+
+    Returns:
+        Logits ``(batch, seq, vocab)``.
+
+    Example:
+        >>> from posenc.torch import LearnedEncoding
+        >>> model = LagModel(LearnedEncoding(16, 8), vocab=10, dim=8)
+        >>> model(torch.zeros(2, 16, dtype=torch.long)).shape
+        torch.Size([2, 16, 10])
+    """
+
+    def __init__(self, position: nn.Module | None, *, vocab: int, dim: int,
+                 embed_scale: bool = False, dropout: float = 0.0, embed_std: float = 1.0):
+        super().__init__()
+        self.vocab, self.dim, self.embed_std, rate = tasks.check_model_args(
+            vocab, dim, embed_std, dropout)
+        self.embed_scale = bool(embed_scale)
+        self.embed = nn.Embedding(self.vocab, self.dim)
+        nn.init.normal_(self.embed.weight, std=self.embed_std)
+        self.position = position
+        self.dropout = nn.Dropout(rate)
+        self.query = nn.Linear(self.dim, self.dim, bias=False)
+        self.key = nn.Linear(self.dim, self.dim, bias=False)
+        self.value = nn.Linear(self.dim, self.dim, bias=False)
+        self.readout = nn.Linear(self.dim, self.vocab)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        h = self.embed(tokens)
+        if self.embed_scale:
+            h = h * math.sqrt(self.dim)
+        if self.position is not None:
+            h = self.position(h)
+        h = self.dropout(h)
+        h = F.scaled_dot_product_attention(self.query(h), self.key(h), self.value(h),
+                                           is_causal=True)
+        return self.readout(h)
+
+
+def _device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def lag_loss(model: nn.Module, tokens, *, lag: int) -> torch.Tensor:
+    """Mean cross-entropy of the predictions of ``tokens[:, p - lag]`` at positions ``p >= lag``.
+
+    Args:
+        model: a :class:`LagModel` (or any module mapping tokens to ``(batch, seq, vocab)``).
+        tokens: int tensor or array ``(batch, length)``.
+        lag: positive int smaller than ``length`` (keyword-only).
+
+    Returns:
+        A scalar tensor (nats per prediction).
+    """
+    tokens = torch.as_tensor(tokens, device=_device(model))
+    lag, _ = tasks.check_lag(lag, tokens.shape[-1])
+    logits = model(tokens)[:, lag:]
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, :-lag].reshape(-1))
+
+
+def train_lag(model: nn.Module, *, lag: int, length: int, steps: int, batch_size: int = 64,
+              lr: float = 3e-3, seed: int = 0) -> np.ndarray:
+    """Train ``model`` on the lag task with Adam; returns the loss of every step.
+
+    Batch ``i`` is rows ``i * batch_size .. (i + 1) * batch_size - 1`` of
+    ``posenc.tasks.lag_tokens(steps * batch_size, length, vocab=model.vocab, seed=seed)``,
+    so the Keras face's :func:`posenc.keras.tasks.train_lag` sees the same batches.
+
+    Args:
+        model: a :class:`LagModel`, on the device to train on.
+        lag, length: the task (keyword-only): predict ``tokens[p - lag]`` in sequences of
+            ``length`` tokens.
+        steps: number of optimiser steps.
+        batch_size: sequences per step. Default ``64``.
+        lr: Adam's learning rate (``eps=1e-8``, PyTorch's default). Default ``3e-3``.
+        seed: seed of the data. Default ``0``.
+
+    Returns:
+        float64 array ``(steps,)``, the training loss before each step.
+    """
+    lag, length = tasks.check_lag(lag, length)
+    steps = check_positive_int("steps", steps)
+    batch_size = check_positive_int("batch_size", batch_size)
+    lr = tasks.check_lr(lr)
+    data = torch.from_numpy(tasks.lag_tokens(steps * batch_size, length, vocab=model.vocab,
+                                             seed=seed)).to(_device(model))
+    model.train()
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    losses = torch.empty(steps)
+    for step, batch in enumerate(data.split(batch_size)):
+        loss = lag_loss(model, batch, lag=lag)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses[step] = loss.detach()
+    return losses.double().numpy()
+
+
+@torch.no_grad()
+def accuracy_by_position(model: nn.Module, *, lag: int, length: int,
+                         num_sequences: int = 1024, seed: int = 123) -> np.ndarray:
+    """Share of correct predictions of ``tokens[p - lag]`` at each position ``p >= lag``.
+
+    Args:
+        model: a :class:`LagModel`; it is put in evaluation mode.
+        lag, length: the task (keyword-only); ``length`` may exceed the training length
+            when the encoding allows it.
+        num_sequences: evaluation sequences. Default ``1024``.
+        seed: seed of the evaluation data (not the training seed). Default ``123``.
+
+    Returns:
+        float64 array ``(length - lag,)``; entry ``i`` is position ``lag + i``.
+    """
+    lag, length = tasks.check_lag(lag, length)
+    tokens = torch.from_numpy(tasks.lag_tokens(num_sequences, length, vocab=model.vocab,
+                                               seed=seed)).to(_device(model))
+    model.eval()
+    hits = model(tokens)[:, lag:].argmax(-1) == tokens[:, :-lag]
+    return hits.double().mean(0).cpu().numpy()
+
+
+def lag_weights(model: LagModel) -> dict[str, np.ndarray]:
+    """The weights of a :class:`LagModel` as float32 NumPy arrays, in one layout for both faces.
+
+    Keys: ``embed`` ``(vocab, dim)``; ``query``, ``key``, ``value`` ``(dim, dim)`` and
+    ``readout`` ``(dim, vocab)`` as ``(in, out)`` kernels; ``readout_bias`` ``(vocab,)``; and
+    ``position/NAME`` for each weight of the position encoding (``position/table``, ...).
+    """
+    out = {"embed": model.embed.weight}
+    for name in ("query", "key", "value", "readout"):
+        out[name] = getattr(model, name).weight.T
+    out["readout_bias"] = model.readout.bias
+    if model.position is not None:
+        for name, p in model.position.named_parameters():
+            out[f"position/{name.split('.')[-1]}"] = p
+    return {k: v.detach().float().cpu().numpy().copy() for k, v in out.items()}
+
+
+def load_lag_weights(model: LagModel, weights: dict) -> LagModel:
+    """Set a :class:`LagModel`'s weights from :func:`lag_weights` of either face; returns it.
+
+    Raises:
+        ValueError: when the names or shapes differ (a different position encoding, vocab or
+            width).
+    """
+    mine = lag_weights(model)
+    if set(mine) != set(weights):
+        raise ValueError(f"load_lag_weights: the weights do not match: the model has "
+                         f"{sorted(mine)}, got {sorted(weights)}; build both models with the "
+                         "same position encoding, vocab and dim.")
+    params = {"embed": model.embed.weight, "readout_bias": model.readout.bias}
+    for name in ("query", "key", "value", "readout"):
+        params[name] = getattr(model, name).weight
+    if model.position is not None:
+        for name, p in model.position.named_parameters():
+            params[f"position/{name.split('.')[-1]}"] = p
+    with torch.no_grad():
+        for name, p in params.items():
+            value = np.asarray(weights[name], dtype=np.float32)
+            if mine[name].shape != value.shape:
+                raise ValueError(f"load_lag_weights: {name!r} has shape {mine[name].shape} in "
+                                 f"the model, got {value.shape}.")
+            if name in ("query", "key", "value", "readout"):
+                value = value.T
+            p.copy_(torch.as_tensor(value))
+    return model

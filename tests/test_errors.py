@@ -1,0 +1,434 @@
+"""Bad input gets the same error in both faces: the same type (ValueError) and the same
+message, which names the argument, the value it got and the fix.
+
+One table: each row is a call that builds its inputs in the face it is given, and what
+its message must hold (plain substrings, or ``rx(...)`` regular expressions). Every row
+goes through ``faces.same_error``, the one cross-face error check. (Wrongly shaped
+positions for every layer are in the layer table, ``tests/test_layers.py``.)
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import posenc.keras as pk
+import posenc.torch as pt
+from faces import same_error, tensor
+
+FACES = {"torch": pt, "keras": pk}
+pytestmark = pytest.mark.keras  # every row calls the Keras face too
+
+
+class rx(str):
+    """A regular expression the message must match (``re.search``)."""
+
+
+class On:
+    """What a row's call gets: the face's module (``on.m``), tensors made in the face
+    (``on.t``) and zero float32 embeddings of a shape (``on.x``)."""
+
+    def __init__(self, face: str):
+        self.face, self.m = face, FACES[face]
+
+    def t(self, array, dtype=None):
+        return tensor(self.face, np.asarray(array), dtype)
+
+    def x(self, *shape):
+        return self.t(np.zeros(shape, np.float32))
+
+    def train(self, layer, value):
+        """Call a regulariser in training mode, as each face does it."""
+        if self.face == "torch":
+            return layer.train()(value)
+        return layer(value, training=True)
+
+    def not_an_encoding(self):
+        """A module/layer with no ``encoding(positions)`` method, of the same class name in both."""
+        if self.face == "torch":
+            import torch
+
+            class Projection(torch.nn.Linear):
+                pass
+
+            return Projection(8, 8)
+        import keras
+
+        class Projection(keras.layers.Dense):
+            pass
+
+        return Projection(8)
+
+
+def row(id_, call, *expected):
+    return pytest.param(call, expected, id=id_)
+
+
+def make(name, *args, **kwargs):
+    """The call that builds ``name(*args, **kwargs)`` in the face."""
+    return lambda on: getattr(on.m, name)(*args, **kwargs)
+
+
+def run(name, args, x_shape, *extras, positions=None, **kwargs):
+    """The call that builds ``name`` and runs it on zeros of ``x_shape`` (NumPy extras and
+    positions are made in the face)."""
+    def call(on):
+        enc = getattr(on.m, name)(*args, **kwargs)
+        more = {} if positions is None else {"positions": on.t(positions)}
+        return enc(on.x(*x_shape), *[on.t(e) for e in extras], **more)
+    return call
+
+
+def encoding(name, args, *values, **kwargs):
+    """The call ``name(*args, **kwargs).encoding(*values)``, tensors made in the face (an
+    int value stays an int)."""
+    def call(on):
+        enc = getattr(on.m, name)(*args, **kwargs)
+        return enc.encoding(*[v if isinstance(v, int) else on.t(v) for v in values])
+    return call
+
+
+def fn(name, *args, **kwargs):
+    """The call ``name(*args, **kwargs)`` of a function; NumPy arrays are made in the face."""
+    return lambda on: getattr(on.m, name)(
+        *[on.t(a) if isinstance(a, np.ndarray) else a for a in args], **kwargs)
+
+
+def table(*shape, dtype="float32"):
+    return np.zeros(shape, dtype)
+
+
+BASES = [None, "abc", 1.0, 0.5, -2.0, float("inf"), float("nan")]
+
+
+def base_error(base):
+    """What a bad ``base`` message says: a number refused for its value is not finite or not
+    above 1; anything else is not a number."""
+    if isinstance(base, float):
+        return "base must be a finite number greater than 1"
+    return rx(r"base must be a (finite )?number greater than 1")
+
+
+BOOL = np.array([True, False, True])
+PATHS = np.array([[0, 1, -1]])
+
+SINUSOIDAL = [
+    row("sinusoidal-odd-dim", fn("sinusoidal", 4, 7),
+        rx(r"dim must be a multiple of 2 .*got dim=7; use dim=8")),
+    row("sinusoidal-zero-dim", fn("sinusoidal", 4, 0), "dim must be a positive integer, got dim=0"),
+    row("sinusoidal-negative-dim", fn("sinusoidal", 4, -3),
+        "dim must be a positive integer, got dim=-3"),
+    row("sinusoidal-float-dim", fn("sinusoidal", 4, 8.0), "dim=8.0"),
+    row("sinusoidal-dim=True", fn("sinusoidal", 4, True), "dim=True"),
+    row("SinusoidalEncoding-odd-dim", make("SinusoidalEncoding", 7),
+        "dim must be a multiple of 2", "dim=7"),
+    row("sinusoidal_2d-dim-6", fn("sinusoidal_2d", 2, 2, 6),
+        rx(r"sinusoidal_2d: dim must be a multiple of 4 .*got dim=6")),
+    *[row(f"sinusoidal-base={b!r}", fn("sinusoidal", 4, 8, base=b), base_error(b),
+          f"base={b!r}") for b in BASES],
+    *[row(f"SinusoidalEncoding-base={b!r}", make("SinusoidalEncoding", 8, base=b), base_error(b),
+          f"base={b!r}") for b in BASES],
+    *[row(f"sinusoidal_2d-base={b!r}", fn("sinusoidal_2d", 2, 2, 8, base=b), base_error(b),
+          f"base={b!r}") for b in (None, "abc", 1.0)],
+    row("sinusoidal-layout", fn("sinusoidal", 4, 8, layout="half"),
+        "layout must be one of 'interleaved', 'concat', got layout='half'"),
+    row("sinusoidal-layout=None", fn("sinusoidal", 4, 8, layout=None), "layout=None"),
+    row("sinusoidal_2d-layout", fn("sinusoidal_2d", 2, 2, 8, layout="half"),
+        "layout must be one of", "layout='half'"),
+    row("SinusoidalEncoding-layout", make("SinusoidalEncoding", 8, layout="half"),
+        "layout must be one of", "layout='half'"),
+    *[row(f"sinusoidal-positions={n!r}", fn("sinusoidal", n, 8),
+          f"positions must be a positive integer, got positions={n}") for n in (0, -3)],
+    *[row(f"sinusoidal_2d-height={n!r}", fn("sinusoidal_2d", n, 2, 8),
+          f"height must be a positive integer, got height={n!r}") for n in (0, -3, 2.5, "2")],
+    *[row(f"sinusoidal_2d-width={n!r}", fn("sinusoidal_2d", 2, n, 8),
+          f"width must be a positive integer, got width={n}") for n in (0, -3)],
+    row("sinusoidal-bool-positions", fn("sinusoidal", BOOL, 8),
+        "positions must be integers or floats, got dtype bool; a boolean tensor is a mask"),
+    row("SinusoidalEncoding-bool-positions", run("SinusoidalEncoding", (8,), (1, 3, 8),
+                                                 positions=BOOL),
+        "got dtype bool; a boolean tensor is a mask"),
+    row("SinusoidalEncoding-rank-1-x", lambda on: on.m.SinusoidalEncoding(8)(on.x(8)),
+        "got x.shape=(8,) (rank 1); add a sequence axis"),
+    row("SinusoidalEncoding-width", run("SinusoidalEncoding", (8,), (2, 3, 6)),
+        "x must be (..., seq, dim) with dim=8, got x.shape=(2, 3, 6); build the encoding with "
+        "dim=6"),
+]
+
+LEARNED = [
+    row("resize_table-rank-1", fn("resize_table", table(17), 5),
+        "resize_table: table must have rank 2, got shape (17,) (rank 1); a table is (length, dim)"),
+    *[row(f"resize_table-new_length={n!r}", fn("resize_table", table(17, 4), n),
+          f"new_length must be a positive integer, got new_length={n}") for n in (0, -4, 5.0)],
+    row("resize_table-mode", fn("resize_table", table(17, 4), 5, mode="bicubic"),
+        "resize_table: mode must be one of 'linear', 'nearest', 'cubic', got mode='bicubic'; "
+        "'bicubic' is a mode of resize_table_2d"),
+    row("resize_table-mode=None", fn("resize_table", table(17, 4), 5, mode=None), "mode=None"),
+    row("resize_table-int-table", fn("resize_table", table(4, 2, dtype="int32"), 6),
+        "resize_table: table must be a floating-point tensor, got dtype int32"),
+    row("resize_table_2d-int-table", fn("resize_table_2d", table(4, 2, dtype="int32"), (2, 2),
+                                        (3, 3)),
+        "resize_table_2d: table must be a floating-point tensor, got dtype int32"),
+    row("resize_table_2d-mode", fn("resize_table_2d", table(17, 4), (4, 4), (5, 5),
+                                   prefix_tokens=1, mode="linear"),
+        rx(r"resize_table_2d: mode must be one of .*got mode='linear'")),
+    row("resize_table_2d-rows", fn("resize_table_2d", table(17, 4), (4, 4), (5, 5)),
+        rx(r"the table has 17 rows but prefix_tokens=0 plus old_hw=\(4, 4\) make 16; .*CLS "
+           r"token\): prefix_tokens=1 would fit old_hw=\(4, 4\)\.$")),
+    row("resize_table_2d-rows-both-fixes", fn("resize_table_2d", table(17, 4), (3, 3), (5, 5),
+                                              prefix_tokens=1),
+        rx(r"the table has 17 rows but prefix_tokens=1 plus old_hw=\(3, 3\) make 10; "
+           r".*prefix_tokens=8 would fit old_hw=\(3, 3\); old_hw=\(4, 4\) would fit "
+           r"prefix_tokens=1")),
+    row("resize_table_2d-new_hw", fn("resize_table_2d", table(17, 4), (4, 4), (0, 5),
+                                     prefix_tokens=1),
+        "new_hw must be a (height, width) pair of positive integers, got new_hw=(0, 5)"),
+    row("resize_table_2d-old_hw", fn("resize_table_2d", table(17, 4), (16,), (5, 5),
+                                     prefix_tokens=1),
+        "old_hw must be a (height, width) pair"),
+    row("resize_table_2d-prefix_tokens=-1", fn("resize_table_2d", table(17, 4), (4, 4), (5, 5),
+                                               prefix_tokens=-1),
+        "prefix_tokens must be a non-negative integer, got prefix_tokens=-1"),
+    row("resize_table_2d-prefix_tokens=1.5", fn("resize_table_2d", table(17, 4), (4, 4), (5, 5),
+                                                prefix_tokens=1.5), "prefix_tokens=1.5"),
+    row("resize_table_2d-rank-3", fn("resize_table_2d", table(4, 4, 4), (4, 4), (5, 5)),
+        "resize_table_2d: table must have rank 2"),
+    *[row(f"LearnedEncoding-max_len={n!r}", make("LearnedEncoding", n, 4),
+          f"max_len must be a positive integer, got max_len={n!r}") for n in (0, -2, 8.0, "8")],
+    row("LearnedEncoding-dim=-1", make("LearnedEncoding", 8, -1),
+        "dim must be a positive integer, got dim=-1"),
+    *[row(f"LearnedEncoding-init_std={v!r}", make("LearnedEncoding", 8, 4, init_std=v),
+          "init_std must be a finite number greater than 0", f"init_std={v!r}")
+      for v in (0.0, -0.02, float("nan"))],
+    row("LearnedEncoding-width", run("LearnedEncoding", (8, 4), (1, 3, 5)),
+        "LearnedEncoding: x must be (..., seq, dim) with dim=4, got x.shape=(1, 3, 5)"),
+    row("LearnedEncoding-rank-1-x", lambda on: on.m.LearnedEncoding(8, 4)(on.x(4)),
+        "x.shape=(4,)"),
+    row("LearnedEncoding-too-long", run("LearnedEncoding", (20, 4), (2, 21, 4)),
+        "LearnedEncoding: sequence length 21 exceeds the table's max_len=20; build it with a "
+        "larger max_len, or stretch a trained table with enc.resized(21)"),
+    row("LearnedEncoding.encoding-too-long", encoding("LearnedEncoding", (20, 4), 30),
+        "sequence length 30 exceeds the table's max_len=20"),
+    row("LearnedEncoding-position-20", run("LearnedEncoding", (20, 4), (1, 2, 4),
+                                           positions=np.array([2, 20])),
+        rx(r"positions must lie in 0 \.\. 19, got 20 \(max_len=20\); .*enc.resized\(21\)"
+           r".*enc.extended\(21\)")),
+    row("LearnedEncoding.encoding-negative", encoding("LearnedEncoding", (20, 4),
+                                                      np.array([[-1, 3]])),
+        "positions must lie in 0 .. 19, got -1 (max_len=20)"),
+    row("LearnedEncoding.encoding-negative-int8", lambda on: on.m.LearnedEncoding(40, 8).encoding(
+        on.t([-1, 3], "int8")), "positions must lie in 0 .. 39, got -1 (max_len=40)"),
+    row("LearnedEncoding-float-positions", run("LearnedEncoding", (8, 4), (1, 2, 4),
+                                               positions=np.float32([0.0, 1.0])),
+        "LearnedEncoding: positions index a table, so they must be integers, got dtype float32; "
+        "round them to integers"),
+    row("LearnedEncoding.encoding-float", encoding("LearnedEncoding", (8, 4), np.float32(2.5)),
+        "dtype float32"),
+    row("LearnedEncoding.encoding-0", encoding("LearnedEncoding", (8, 4), 0),
+        "positions must be a positive integer, got positions=0"),
+    row("LearnedEncoding-bool-positions", run("LearnedEncoding", (8, 8), (1, 3, 8), positions=BOOL),
+        "dtype bool"),
+    row("HybridEncoding-odd-dim", make("HybridEncoding", 16, 5),
+        rx(r"HybridEncoding: dim must be a multiple of 2 .*dim=5")),
+    *[row(f"HybridEncoding-base={b!r}", make("HybridEncoding", 16, 4, base=b), base_error(b),
+          f"base={b!r}") for b in (None, "abc", 1.0)],
+    row("HybridEncoding-layout", make("HybridEncoding", 16, 4, layout="half"),
+        "layout must be one of", "layout='half'"),
+    row("HybridEncoding-scale=nan", make("HybridEncoding", 16, 4, scale=float("nan")),
+        "scale must be a finite number, got scale=nan"),
+    row("HybridEncoding-max_len=-2", make("HybridEncoding", -2, 4),
+        "max_len must be a positive integer, got max_len=-2"),
+    row("HybridEncoding-too-long", run("HybridEncoding", (16, 4), (1, 17, 4)),
+        "HybridEncoding: sequence length 17 exceeds the table's max_len=16; build it with a "
+        "larger max_len, or stretch a trained offset table with resize_table(enc.offset, 17)"),
+    row("HybridEncoding.encoding-position-16", encoding("HybridEncoding", (16, 4), np.array([16])),
+        "HybridEncoding: positions must lie in 0 .. 15"),
+    row("HybridEncoding-width", run("HybridEncoding", (16, 4), (1, 3, 8)),
+        "HybridEncoding: x must be (..., seq, dim) with dim=4"),
+    row("HybridEncoding-bool-positions", run("HybridEncoding", (8, 8), (1, 3, 8), positions=BOOL),
+        "dtype bool"),
+]
+
+REGULARIZATION = [
+    *[row(f"{cls}-rate={r!r}", make(cls, r),
+          rx(rf"{cls}: rate must be a finite number in \[0, 1\).*got rate={r}.*0 to switch it off"))
+      for cls in ("EncodingDropout", "ChannelDropout") for r in (1.0, 1.5, -0.1)],
+    *[row(f"{cls}-rate='0.1'", make(cls, "0.1"), "rate must be a finite number in [0, 1)", "rate='0.1'")
+      for cls in ("EncodingDropout", "ChannelDropout")],
+    *[row(f"{cls}-rate=nan", make(cls, float("nan")), "rate must be a finite number in [0, 1)", "rate=nan")
+      for cls in ("EncodingDropout", "ChannelDropout")],
+    row("GaussianNoise-std=-0.1", make("GaussianNoise", -0.1),
+        rx(r"GaussianNoise: std must be a finite number >= 0.*got std=-0.1")),
+    row("GaussianNoise-std=nan", make("GaussianNoise", float("nan")), "std=nan"),
+    row("GaussianNoise-std='0.1'", make("GaussianNoise", "0.1"), "std='0.1'"),
+    *[row(f"EncodingDropout-seed={v!r}", make("EncodingDropout", 0.1, seed=v),
+          f"seed must be None or a non-negative integer, got seed={v!r}") for v in (1.5, True, -1)],
+    row("EncodingDropout-rank-1", lambda on: on.train(on.m.EncodingDropout(0.1), on.x(4)),
+        "the encoding must be (..., seq, dim)", "shape (4,)"),
+    *[row(f"{cls}-int-encoding", lambda on, cls=cls: on.train(
+        getattr(on.m, cls)(0.5, seed=0), on.t(np.ones((2, 3, 4), np.int32))),
+        f"{cls}: the encoding must be a floating-point tensor, got dtype int32")
+      for cls in ("EncodingDropout", "ChannelDropout", "GaussianNoise")],
+    *[row(f"RegularizedEncoding-{name}={value!r}",
+          lambda on, name=name, value=value: on.m.RegularizedEncoding(
+              on.m.SinusoidalEncoding(8), **{name: value}),
+          rx(rf"RegularizedEncoding: {name} must be .*got {name}={value}"))
+      for name, value in (("dropout", 1.0), ("dropout", -0.1), ("channel_dropout", -1.0),
+                          ("channel_dropout", 1.0), ("noise_std", -1.0), ("seed", -1))],
+    row("RegularizedEncoding-not-absolute",
+        lambda on: on.m.RegularizedEncoding(on.not_an_encoding()),
+        rx(r"encoding must be an absolute .* encoding\(positions\) method.*got Projection")),
+    row("RegularizedEncoding-bool-positions", lambda on: on.m.RegularizedEncoding(
+        on.m.SinusoidalEncoding(8))(on.x(1, 3, 8), positions=on.t(BOOL)), "dtype bool"),
+]
+
+STRUCTURED = [
+    *[row(f"ContinuousTimeEncoding-time_scale={v!r}",
+          make("ContinuousTimeEncoding", 8, time_scale=v),
+          rx(r"time_scale must be a finite number greater than 0.*time_scale="), f"time_scale={v!r}")
+      for v in (0.0, -1.0)],
+    row("ContinuousTimeEncoding-time_scale=inf",
+        make("ContinuousTimeEncoding", 8, time_scale=float("inf")), "time_scale must be a finite number greater than 0", "time_scale=inf"),
+    row("ContinuousTimeEncoding-time_scale='1'",
+        make("ContinuousTimeEncoding", 8, time_scale="1"), "time_scale='1'"),
+    row("ContinuousTimeEncoding-odd-dim", make("ContinuousTimeEncoding", 7),
+        "dim must be a multiple of 2", "dim=7"),
+    *[row(f"ContinuousTimeEncoding-base={b!r}", make("ContinuousTimeEncoding", 8, base=b),
+          base_error(b), f"base={b!r}") for b in (None, "abc", 1.0)],
+    row("ContinuousTimeEncoding-layout", make("ContinuousTimeEncoding", 8, layout="half"),
+        "layout='half'"),
+    row("ContinuousTimeEncoding-times-per-token", run("ContinuousTimeEncoding", (8,), (2, 4, 8),
+                                                      np.zeros(5, np.float32)),
+        "one time per token"),
+    row("ContinuousTimeEncoding-timestamps-rank", run("ContinuousTimeEncoding", (8,), (2, 4, 8),
+                                                      np.zeros((2, 4, 1), np.float32)),
+        "timestamps must have shape (seq,) or (batch, seq)"),
+    row("ContinuousTimeEncoding-width", run("ContinuousTimeEncoding", (8,), (2, 4, 6),
+                                            np.zeros(4, np.float32)),
+        "x must be (..., seq, dim) with dim=8"),
+    row("Time2Vec-zero-dim", make("Time2Vec", 0), "dim must be a positive integer", "dim=0"),
+    row("Time2Vec-dim=8.0", make("Time2Vec", 8.0), "dim=8.0"),
+    *[row(f"{cls}-bool-timestamps", run(cls, (8,), (1, 3, 8), BOOL),
+          rx(rf"{cls}: timestamps must be integers or floats, got dtype bool"))
+      for cls in ("ContinuousTimeEncoding", "Time2Vec")],
+    row("hierarchical-dim=9", fn("hierarchical", PATHS, 9, max_depth=3),
+        rx(r"dim must be a multiple of 2 \* max_depth = 6.*dim=9"), "is odd"),
+    row("hierarchical-dim=12-depth-5", fn("hierarchical", np.array([[0, 1, -1, -1, -1]]), 12,
+                                          max_depth=5),
+        rx(r"dim must be a multiple of 2 \* max_depth = 10.*dim=12")),
+    row("hierarchical-short-paths", fn("hierarchical", np.array([[0, 1]]), 12, max_depth=3),
+        rx(r"paths must have shape \(\.\.\., max_depth\).*pad")),
+    row("hierarchical-long-paths", fn("hierarchical", np.array([[0, 1, 2, 3]]), 12, max_depth=3),
+        "build it with max_depth=4"),
+    row("hierarchical-value-2", fn("hierarchical", np.array([[0, -2, -1]]), 12, max_depth=3),
+        "got the value -2"),
+    row("hierarchical-gap", fn("hierarchical", np.array([[0, -1, 4]]), 12, max_depth=3),
+        "child index after a -1"),
+    row("hierarchical-float-paths", fn("hierarchical", np.float32([[0.0, 1.0, -1.0]]), 12,
+                                       max_depth=3),
+        "must be integers, got dtype float32"),
+    row("hierarchical-max_depth=0", fn("hierarchical", np.array([[0]]), 12, max_depth=0),
+        "max_depth=0"),
+    row("hierarchical-base=None", fn("hierarchical", PATHS, 12, max_depth=3, base=None),
+        base_error(None), "base=None"),
+    row("HierarchicalEncoding-child", run("HierarchicalEncoding", (2, 3, 8), (1, 2, 8),
+                                          np.array([[0, 3], [1, -1]])),
+        rx(r"child index 3 is out of range for max_children=3.*max_children=4")),
+    row("HierarchicalEncoding-depth", run("HierarchicalEncoding", (2, 3, 8), (1, 2, 8),
+                                          np.array([[0, 1, 1], [1, -1, -1]])),
+        "max_depth=2, got paths.shape=(2, 3)"),
+    row("HierarchicalEncoding-max_children=0", make("HierarchicalEncoding", 2, 0, 8),
+        "max_children must be a positive integer", "max_children=0"),
+    row("HierarchicalEncoding-max_depth=0", make("HierarchicalEncoding", 0, 2, 8), "max_depth=0"),
+    row("HierarchicalEncoding-bool-paths", run("HierarchicalEncoding", (3, 2, 8), (1, 3, 8),
+                                               np.ones((3, 3), bool)),
+        rx(r"paths index a table.*got dtype bool")),
+    row("modality_positions-ids", fn("modality_positions", np.array([0, 2]), num_modalities=2),
+        "modality_ids must lie in 0 .. 1, got 2"),
+    row("modality_positions-float-ids", fn("modality_positions", np.float32([0.0, 1.0])),
+        "must be integers"),
+    row("modality_positions-num_modalities=0", fn("modality_positions", np.array([0, 1]),
+                                                  num_modalities=0), "num_modalities=0"),
+    row("MultimodalEncoding-mode", make("MultimodalEncoding", 8, num_modalities=2, max_len=4,
+                                        mode="concat"),
+        "mode must be one of 'shared', 'per_modality', 'shared_offset', got mode='concat'"),
+    row("MultimodalEncoding-mode=None", make("MultimodalEncoding", 8, num_modalities=2,
+                                             max_len=4, mode=None), "mode=None"),
+    row("MultimodalEncoding-odd-dim", make("MultimodalEncoding", 7, num_modalities=2, max_len=4,
+                                           mode="shared"),
+        "MultimodalEncoding(mode='shared'): dim must be a multiple of 2", "dim=7"),
+    row("MultimodalEncoding-max_len=0", make("MultimodalEncoding", 8, num_modalities=2,
+                                             max_len=0), "max_len=0"),
+    row("MultimodalEncoding-num_modalities=0", make("MultimodalEncoding", 8, num_modalities=0,
+                                                    max_len=4), "num_modalities=0"),
+    row("MultimodalEncoding-ids", run("MultimodalEncoding", (8,), (1, 3, 8), np.array([0, 1, 2]),
+                                      num_modalities=2, max_len=4, mode="per_modality"),
+        rx(r"modality_ids must lie in 0 \.\. 1, got 2.*num_modalities=3")),
+    row("MultimodalEncoding-negative-ids", run("MultimodalEncoding", (8,), (1, 3, 8),
+                                               np.array([0, -1, 1]), num_modalities=3, max_len=4),
+        "modality_ids must lie in 0 .. 2, got -1"),
+    row("MultimodalEncoding-position-4", run("MultimodalEncoding", (8,), (1, 3, 8),
+                                             np.array([0, 1, 1]), positions=np.array([0, 1, 4]),
+                                             num_modalities=2, max_len=4, mode="per_modality"),
+        rx(r"positions must lie in 0 \.\. 3, got 4.*max_len")),
+    row("MultimodalEncoding-too-long", run("MultimodalEncoding", (8,), (1, 5, 8),
+                                           np.zeros(5, np.int32), num_modalities=2, max_len=4,
+                                           mode="per_modality"),
+        "sequence length 5 exceeds the table's max_len=4"),
+    row("MultimodalEncoding-float-positions", run("MultimodalEncoding", (8,), (1, 3, 8),
+                                                  np.array([0, 1, 1]),
+                                                  positions=np.float32([0, 1, 2]),
+                                                  num_modalities=2, max_len=4,
+                                                  mode="per_modality"),
+        "positions index a table, so they must be integers", "dtype float32"),
+    row("MultimodalEncoding-ids-rank", run("MultimodalEncoding", (8,), (1, 3, 8),
+                                           np.zeros((1, 1, 3), np.int32), num_modalities=2,
+                                           max_len=4, mode="per_modality"),
+        "modality_ids must have shape (seq,) or (batch, seq)"),
+    row("MultimodalEncoding-bool-ids", run("MultimodalEncoding", (8,), (1, 3, 8), BOOL,
+                                           num_modalities=3, max_len=4),
+        "modality_ids index a table, so they must be integers, got dtype bool"),
+    row("MultimodalEncoding-float-ids", run("MultimodalEncoding", (8,), (1, 3, 8),
+                                            np.float32([0, 1, 1]), num_modalities=3, max_len=4),
+        rx(r"modality_ids index a table.*got dtype float32")),
+    row("LowRankEncoding-rank=0", make("LowRankEncoding", 32, 16, rank=0),
+        rx(r"rank must be at least 1, got rank=0.*min\(max_len, dim\)=16")),
+    row("LowRankEncoding-rank=17", make("LowRankEncoding", 32, 16, rank=17),
+        rx(r"rank=17 exceeds min\(max_len, dim\)=16.*rank <= 16")),
+    row("LowRankEncoding-rank=9", make("LowRankEncoding", 8, 16, rank=9),
+        "rank=9 exceeds min(max_len, dim)=8"),
+    row("LowRankEncoding-rank=2.0", make("LowRankEncoding", 32, 16, rank=2.0),
+        "rank must be an integer", "rank=2.0"),
+    row("LowRankEncoding-rank=None", make("LowRankEncoding", 8, 16, rank=None), "rank=None"),
+    row("LowRankEncoding-max_len=2.5", make("LowRankEncoding", 2.5, 4, rank=1), "max_len=2.5"),
+    row("LowRankEncoding-too-long", run("LowRankEncoding", (8, 16), (1, 9, 16), rank=2),
+        "sequence length 9 exceeds the table's max_len=8"),
+    row("LowRankEncoding.encoding-position-8", encoding("LowRankEncoding", (8, 16),
+                                                       np.array([0, 8]), rank=2),
+        "positions must lie in 0 .. 7, got 8"),
+    row("LowRankEncoding.encoding-position--1", encoding("LowRankEncoding", (8, 16),
+                                                        np.array([-1, 2]), rank=2),
+        "positions must lie in 0 .. 7, got -1"),
+    row("LowRankEncoding-width", run("LowRankEncoding", (8, 16), (1, 3, 8), rank=2),
+        "dim=16", "x.shape=(1, 3, 8)"),
+    row("LowRankEncoding-bool-positions", run("LowRankEncoding", (4, 8), (1, 3, 8),
+                                              positions=BOOL, rank=2),
+        "positions must be integers or floats, got dtype bool; a boolean tensor is a mask"),
+]
+
+ROWS = [*SINUSOIDAL, *LEARNED, *REGULARIZATION, *STRUCTURED]
+
+
+@pytest.mark.parametrize("call, expected", ROWS)
+def test_same_error_in_both_faces(call, expected):
+    message = same_error(FACES, lambda face: call(On(face)))
+    for text in expected:
+        found = re.search(text, message) if isinstance(text, rx) else text in message
+        assert found, f"{text!r} is not in the message: {message}"
+
+
+def test_row_ids_are_unique():
+    ids = [p.id for p in ROWS]
+    assert len(ids) == len(set(ids))

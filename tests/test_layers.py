@@ -1,0 +1,227 @@
+"""THE table of layer cases: every public class of both faces, and the generic checks
+(``tests/harness.py``) each row gets.
+
+A new scheme adds a row: the class name, its constructor arguments, a realistic
+``(batch, seq, dim)``, its per-token call arguments after ``x`` (``extras``) and its
+optional ``positions`` (each an ``Arg`` that draws valid values), and how it runs
+deterministically (``training``; ``stochastic=True`` for a regulariser, which then
+also runs the draw-independent checks in training mode). The scheme's test file keeps
+only the scheme's own properties.
+
+Every check that uses the Keras face is marked ``keras`` (run again under
+``KERAS_BACKEND=torch``); the PyTorch-only ones run once. This module does not import
+``keras`` itself, so the marks are explicit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import harness as h
+from harness import Arg, Case
+
+
+# --------------------------------------------------------------------------- per-token arguments
+
+def integers(high: int) -> Arg:
+    """Positions (or ids) drawn in ``0 .. high-1``."""
+    return Arg("positions", lambda rng, lead: rng.integers(0, high, size=lead).astype(np.int32))
+
+
+def timestamps() -> Arg:
+    """Irregular, increasing float times, gaps of 0.05 to 0.5 (Time2Vec's linear channel
+    wants a scale of about one)."""
+    return Arg("timestamps", lambda rng, lead: np.cumsum(
+        rng.uniform(0.05, 0.5, size=lead), axis=-1).astype(np.float32))
+
+
+def paths(max_depth: int, max_children: int) -> Arg:
+    """Valid tree paths: a random depth in ``1 .. max_depth``, then ``-1`` padding."""
+    def draw(rng, lead):
+        depth = rng.integers(1, max_depth + 1, size=lead)
+        idx = rng.integers(0, max_children, size=(*lead, max_depth))
+        return np.where(np.arange(max_depth) < depth[..., None], idx, -1).astype(np.int32)
+    return Arg("paths", draw, trailing=(max_depth,))
+
+
+def modality_ids(num_modalities: int) -> Arg:
+    return Arg("modality_ids",
+               lambda rng, lead: rng.integers(0, num_modalities, size=lead).astype(np.int32))
+
+
+# --------------------------------------------------------------------------- the table
+
+DIM = 32
+SINUSOIDAL = Case("sinusoidal", "SinusoidalEncoding", (DIM,), shape=(4, 12, DIM),
+                  positions=integers(5000))
+LOW_RANK = Case("low_rank", "LowRankEncoding", (64, DIM), {"rank": 4}, shape=(4, 12, DIM),
+                positions=integers(64))
+LEARNED = Case("learned", "LearnedEncoding", (64, DIM), {"init_std": 0.1}, shape=(4, 12, DIM),
+               positions=integers(64))
+
+CASES = [
+    SINUSOIDAL,
+    Case("sinusoidal_concat", "SinusoidalEncoding", (DIM,), {"base": 300.0, "layout": "concat"},
+         shape=(2, 50, DIM), positions=integers(100_000)),
+    LEARNED,
+    Case("hybrid", "HybridEncoding", (64, DIM),
+         {"base": 200.0, "layout": "concat", "scale": 0.7}, shape=(4, 12, DIM),
+         positions=integers(64)),
+    LOW_RANK,
+    # Regularisers: the identity in inference mode (deterministic); stochastic=True also
+    # runs the draw-independent checks in training mode with these rates.
+    Case("encoding_dropout", "EncodingDropout", (0.3,), {"seed": 0}, shape=(4, 12, DIM),
+         stochastic=True),
+    Case("channel_dropout", "ChannelDropout", (0.3,), {"seed": 1}, shape=(4, 12, DIM),
+         stochastic=True),
+    Case("gaussian_noise", "GaussianNoise", (0.5,), {"seed": 2}, shape=(4, 12, DIM),
+         stochastic=True),
+    Case("regularized_sinusoidal", "RegularizedEncoding", (SINUSOIDAL,),
+         {"dropout": 0.1, "channel_dropout": 0.1, "noise_std": 0.1, "seed": 0},
+         shape=(4, 12, DIM), positions=integers(5000), stochastic=True),
+    Case("regularized_low_rank", "RegularizedEncoding", (LOW_RANK,),
+         {"dropout": 0.1, "channel_dropout": 0.1, "noise_std": 0.1, "seed": 0},
+         shape=(4, 12, DIM), positions=integers(64), stochastic=True),
+    # Deterministic in training mode: every rate 0.
+    Case("regularized_learned_rates_0", "RegularizedEncoding", (LEARNED,),
+         {"dropout": 0.0, "channel_dropout": 0.0, "noise_std": 0.0, "seed": 5},
+         shape=(4, 12, DIM), positions=integers(64), training=True),
+    Case("continuous_time", "ContinuousTimeEncoding", (DIM,), {"time_scale": 0.5},
+         shape=(4, 12, DIM), extras=(timestamps(),)),
+    Case("time2vec", "Time2Vec", (DIM,), shape=(4, 12, DIM), extras=(timestamps(),)),
+    Case("hierarchical", "HierarchicalEncoding", (3, 4, DIM), shape=(4, 12, DIM),
+         extras=(paths(3, 4),)),
+    *[Case(f"multimodal_{mode}", "MultimodalEncoding", (DIM,),
+           {"num_modalities": 3, "max_len": 64, "mode": mode}, shape=(4, 12, DIM),
+           extras=(modality_ids(3),), positions=integers(64))
+      for mode in ("shared", "per_modality", "shared_offset")],
+]
+
+ROWS = [pytest.param(c, id=c.id) for c in CASES]
+WITH_PER_TOKEN = [pytest.param(c, id=c.id) for c in CASES if c.extras or c.positions]
+WITH_POSITIONS = [pytest.param(c, id=c.id) for c in CASES if c.positions]
+WITH_INDICES = [pytest.param(c, id=c.id) for c in CASES if h.integer_args(c)]
+FACES = ["torch", pytest.param("keras", marks=pytest.mark.keras)]
+
+
+@pytest.mark.keras
+def test_every_public_class_has_a_row():
+    import inspect
+
+    import posenc.keras as pk
+    import posenc.torch as pt
+
+    classes = {n for n in pt.__all__ if inspect.isclass(getattr(pt, n))}
+    classes |= {n for n in pk.__all__ if inspect.isclass(getattr(pk, n))}
+    assert classes == {c.cls for c in CASES}, "add a row to CASES for each new class"
+
+
+def test_ids_are_unique():
+    assert len({c.id for c in CASES}) == len(CASES)
+
+
+# --------------------------------------------------------------------------- the checks
+
+@pytest.mark.keras
+@pytest.mark.parametrize("case", ROWS)
+def test_parity_on_the_same_weights(case):
+    h.check_parity(case)
+
+
+@pytest.mark.keras
+@pytest.mark.parametrize("case", ROWS)
+def test_keras_config_round_trip(case):
+    h.check_keras_config_round_trip(case)
+
+
+@pytest.mark.keras
+@pytest.mark.parametrize("case", ROWS)
+def test_keras_save_and_load(case, tmp_path):
+    h.check_keras_save_and_load(case, tmp_path)
+
+
+@pytest.mark.parametrize("case", ROWS)
+def test_torch_state_dict_round_trip(case):
+    h.check_torch_state_dict_round_trip(case)
+
+
+@pytest.mark.keras
+@pytest.mark.parametrize("case", ROWS)
+def test_keras_symbolic_shapes(case):
+    h.check_keras_symbolic_shapes(case)
+
+
+@pytest.mark.parametrize("case", ROWS)
+def test_torch_training_step(case):
+    h.check_torch_training_step(case)
+
+
+@pytest.mark.keras
+@pytest.mark.parametrize("case", ROWS)
+def test_keras_training_step(case):
+    h.check_keras_training_step(case)
+
+
+@pytest.mark.parametrize("case", ROWS)
+def test_torch_mixed_precision(case):
+    h.check_torch_mixed_precision(case)
+
+
+@pytest.mark.keras
+@pytest.mark.parametrize("case", ROWS)
+def test_keras_mixed_precision(case):
+    h.check_keras_mixed_precision(case)
+
+
+@pytest.mark.parametrize("dtype", h.FLOAT_DTYPES)
+@pytest.mark.parametrize("case", ROWS)
+def test_torch_input_dtypes(case, dtype):
+    h.check_torch_dtypes(case, dtype)
+
+
+@pytest.mark.keras
+@pytest.mark.parametrize("dtype", h.FLOAT_DTYPES)
+@pytest.mark.parametrize("case", ROWS)
+def test_keras_input_dtypes(case, dtype):
+    h.check_keras_dtypes(case, dtype)
+
+
+@pytest.mark.parametrize("face", FACES)
+@pytest.mark.parametrize("case", WITH_INDICES)
+def test_int32_and_int64_indices_agree(case, face):
+    h.check_index_dtypes(case, face)
+
+
+@pytest.mark.parametrize("face", FACES)
+@pytest.mark.parametrize("case", ROWS)
+def test_empty_sequence_returns_x_unchanged(case, face):
+    h.check_empty_sequence(case, face)
+
+
+@pytest.mark.parametrize("face", FACES)
+@pytest.mark.parametrize("case", WITH_PER_TOKEN)
+def test_per_token_arguments_of_every_accepted_shape(case, face):
+    h.check_per_token_shapes(case, face)
+
+
+@pytest.mark.keras
+@pytest.mark.parametrize("case", WITH_POSITIONS)
+def test_positions_of_a_wrong_shape_same_error(case):
+    for shape in h.wrong_position_shapes(case):
+        h.check_wrong_positions_shape(case, shape)
+
+
+@pytest.mark.parametrize("case", ROWS)
+def test_torch_compile_fullgraph(case):
+    h.check_torch_compile(case)
+
+
+@pytest.mark.keras
+@pytest.mark.parametrize("case", ROWS)
+def test_keras_jit_compile(case):
+    if h.keras.backend.backend() != "tensorflow":
+        pytest.skip("jit_compile=True means XLA on TensorFlow; on the PyTorch backend it is "
+                    "torch.compile with code generation (minutes), and the torch face's "
+                    "fullgraph check already catches graph breaks")
+    h.check_keras_jit_compile(case)

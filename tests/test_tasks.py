@@ -1,0 +1,230 @@
+"""The lag task's data, model, training and analysis helpers, in NumPy and both faces."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+import torch
+
+import posenc.keras as pk
+import posenc.torch as pt
+from posenc import tasks
+from posenc.keras import tasks as kt
+from posenc.torch import tasks as tt
+
+SEQ, VOCAB, DIM, LAG = 12, 8, 16, 2
+
+
+# ---- data -----------------------------------------------------------------------------------
+
+def test_lag_tokens_are_deterministic_per_seed():
+    a = tasks.lag_tokens(5, SEQ, vocab=VOCAB, seed=3)
+    assert a.shape == (5, SEQ) and a.dtype == np.int64
+    assert np.array_equal(a, tasks.lag_tokens(5, SEQ, vocab=VOCAB, seed=3))
+    assert not np.array_equal(a, tasks.lag_tokens(5, SEQ, vocab=VOCAB, seed=4))
+    assert a.min() >= 0 and a.max() < VOCAB
+    # a longer run starts with the same rows: the first batches do not depend on `steps`
+    assert np.array_equal(tasks.lag_tokens(9, SEQ, vocab=VOCAB, seed=3)[:5], a)
+
+
+def test_lag_targets_shift_and_mask():
+    tokens = tasks.lag_tokens(4, SEQ, vocab=VOCAB, seed=0)
+    targets, weights = tasks.lag_targets(tokens, LAG)
+    assert np.array_equal(targets[:, LAG:], tokens[:, :-LAG])
+    assert np.all(weights[:, :LAG] == 0) and np.all(weights[:, LAG:] == 1)
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: tasks.lag_tokens(0, SEQ, vocab=VOCAB), "num_sequences=0"),
+    (lambda: tasks.lag_tokens(2, SEQ, vocab=VOCAB, seed=-1), "seed=-1"),
+    (lambda: tasks.lag_tokens(2, SEQ, vocab=2.5), "vocab=2.5"),
+    (lambda: tasks.check_lag(5, 5), "lag=5 for length=5"),
+    (lambda: tasks.check_lag(0, 5), "lag=0"),
+    (lambda: tasks.lag_targets(np.zeros(4, dtype=int), 1), "tokens.shape=(4,)"),
+    (lambda: tasks.check_model_args(8, 16, 1.0, 1.0), "dropout=1.0"),
+    (lambda: tasks.check_model_args(8, 16, 0.0, 0.1), "embed_std=0.0"),
+    (lambda: tasks.check_lr(0.0), "lr=0.0"),
+])
+def test_bad_arguments_name_the_value(call, words):
+    with pytest.raises(ValueError, match=None) as info:
+        call()
+    assert words in str(info.value)
+
+
+@pytest.mark.parametrize("face", ["torch", "keras"])
+def test_faces_check_arguments_alike(face):
+    lib, tk = (pt, tt) if face == "torch" else (pk, kt)
+    with pytest.raises(ValueError, match="dropout must be a number in"):
+        tk.LagModel(None, vocab=VOCAB, dim=DIM, dropout=-0.1)
+    model = tk.LagModel(lib.LearnedEncoding(SEQ, DIM), vocab=VOCAB, dim=DIM)
+    with pytest.raises(ValueError, match="lag=12 for length=12"):
+        tk.train_lag(model, lag=SEQ, length=SEQ, steps=1)
+    with pytest.raises(ValueError, match="steps=0"):
+        tk.train_lag(model, lag=LAG, length=SEQ, steps=0)
+
+
+# ---- analysis helpers -----------------------------------------------------------------------
+
+def _toeplitz(first_row):
+    n = len(first_row)
+    return np.asarray(first_row)[np.abs(np.subtract.outer(np.arange(n), np.arange(n)))]
+
+
+def test_cosine_similarity_of_known_rows():
+    sim = tasks.cosine_similarity([[1.0, 0.0], [0.0, 2.0], [-3.0, 0.0], [0.0, 0.0]])
+    assert np.allclose(sim[:3, :3], [[1, 0, -1], [0, 1, 0], [-1, 0, 1]])
+    assert np.all(sim[3] == 0)
+
+
+def test_similarity_by_distance_reads_the_diagonals():
+    first = [1.0, 0.5, -0.25, 0.1, 0.0]
+    assert np.allclose(tasks.similarity_by_distance(_toeplitz(first)), first)
+
+
+def test_distance_share_of_toeplitz_is_one():
+    assert tasks.distance_share(_toeplitz([1.0, 0.8, 0.3, -0.2, 0.1, 0.0])) == pytest.approx(1.0)
+    # the sinusoid's similarity is a function of the distance
+    table = pt.sinusoidal(24, 16).numpy()
+    assert tasks.distance_share(tasks.cosine_similarity(table)) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_distance_share_of_structure_across_distances_is_low():
+    # similarity set by a random sign of each row, not by the distance
+    n = 32
+    rng = np.random.default_rng(0)
+    sign = rng.choice([-1.0, 1.0], size=n)
+    table = np.stack([sign, rng.normal(size=n) * 0.1], axis=1)
+    assert tasks.distance_share(tasks.cosine_similarity(table)) < 0.3
+    # random rows: little of the variance is explained
+    noise = tasks.cosine_similarity(rng.normal(size=(40, 64)))
+    assert tasks.distance_share(noise) < 0.2
+
+
+def test_analysis_rejects_non_square():
+    with pytest.raises(ValueError, match=r"sim.shape=\(3, 4\)"):
+        tasks.distance_share(np.zeros((3, 4)))
+    with pytest.raises(ValueError, match=r"table.shape=\(3,\)"):
+        tasks.cosine_similarity(np.zeros(3))
+
+
+# ---- models in both faces -------------------------------------------------------------------
+
+def _pair(torch_pos, keras_pos, **kwargs):
+    torch.manual_seed(0)
+    model_t = tt.LagModel(torch_pos, vocab=VOCAB, dim=DIM, **kwargs)
+    model_k = kt.LagModel(keras_pos, vocab=VOCAB, dim=DIM, **kwargs)
+    kt.load_lag_weights(model_k, tt.lag_weights(model_t))
+    return model_t, model_k
+
+
+@pytest.mark.parametrize("kind", ["learned", "hybrid", "sinusoidal", "none"])
+@pytest.mark.parametrize("embed_scale", [False, True])
+def test_same_weights_same_logits(kind, embed_scale):
+    encodings = {
+        "learned": (lambda: pt.LearnedEncoding(SEQ, DIM), lambda: pk.LearnedEncoding(SEQ, DIM)),
+        "hybrid": (lambda: pt.HybridEncoding(SEQ, DIM), lambda: pk.HybridEncoding(SEQ, DIM)),
+        "sinusoidal": (lambda: pt.SinusoidalEncoding(DIM), lambda: pk.SinusoidalEncoding(DIM)),
+        "none": (lambda: None, lambda: None),
+    }
+    make_t, make_k = encodings[kind]
+    model_t, model_k = _pair(make_t(), make_k(), embed_scale=embed_scale, dropout=0.3)
+    tokens = tasks.lag_tokens(4, SEQ, vocab=VOCAB, seed=1)
+    model_t.eval()
+    logits_t = model_t(torch.from_numpy(tokens)).detach().numpy()
+    logits_k = keras.ops.convert_to_numpy(model_k(tokens.astype("int32"), training=False))
+    np.testing.assert_allclose(logits_k, logits_t, atol=2e-5)
+    np.testing.assert_allclose(float(kt.lag_loss(model_k, tokens, lag=LAG)),
+                               float(tt.lag_loss(model_t, tokens, lag=LAG).detach()), rtol=1e-5)
+    # and back again
+    back = tt.LagModel(make_t(), vocab=VOCAB, dim=DIM, embed_scale=embed_scale)
+    tt.load_lag_weights(back, kt.lag_weights(model_k))
+    assert torch.equal(back.eval()(torch.from_numpy(tokens)), torch.from_numpy(logits_t))
+
+
+def test_causal_mask_in_both_faces():
+    # a change at the last position changes no earlier logit
+    model_t, model_k = _pair(pt.LearnedEncoding(SEQ, DIM), pk.LearnedEncoding(SEQ, DIM))
+    tokens = tasks.lag_tokens(2, SEQ, vocab=VOCAB, seed=2)
+    changed = tokens.copy()
+    changed[:, -1] = (changed[:, -1] + 1) % VOCAB
+    for run in (lambda t: model_t.eval()(torch.from_numpy(t)).detach().numpy(),
+                lambda t: keras.ops.convert_to_numpy(model_k(t.astype("int32")))):
+        a, b = run(tokens), run(changed)
+        assert np.allclose(a[:, :-1], b[:, :-1], atol=1e-6)
+        assert not np.allclose(a[:, -1], b[:, -1])
+
+
+def test_embed_options_set_the_start():
+    model = tt.LagModel(None, vocab=50, dim=64, embed_std=0.25)
+    assert abs(float(model.embed.weight.detach().std()) - 0.25) < 0.02
+    scaled = tt.LagModel(None, vocab=VOCAB, dim=DIM, embed_scale=True)
+    plain = tt.LagModel(None, vocab=VOCAB, dim=DIM)
+    plain.load_state_dict(scaled.state_dict())
+    tokens = torch.from_numpy(tasks.lag_tokens(2, SEQ, vocab=VOCAB, seed=0))
+    # with no encoding and no dropout, scaling the embedding by sqrt(dim) scales q, k and v
+    assert not torch.allclose(scaled(tokens), plain(tokens))
+
+
+def test_load_lag_weights_refuses_other_models():
+    model_t = tt.LagModel(pt.LearnedEncoding(SEQ, DIM), vocab=VOCAB, dim=DIM)
+    with pytest.raises(ValueError, match="do not match"):
+        kt.load_lag_weights(kt.LagModel(None, vocab=VOCAB, dim=DIM), tt.lag_weights(model_t))
+    with pytest.raises(ValueError, match="do not match"):
+        tt.load_lag_weights(tt.LagModel(pt.HybridEncoding(SEQ, DIM), vocab=VOCAB, dim=DIM),
+                            tt.lag_weights(model_t))
+    with pytest.raises(ValueError, match="'embed' has shape"):
+        tt.load_lag_weights(tt.LagModel(pt.LearnedEncoding(SEQ, DIM), vocab=VOCAB + 1, dim=DIM),
+                            tt.lag_weights(model_t))
+
+
+# ---- training -------------------------------------------------------------------------------
+
+STEPS = 120
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Tiny models train fastest on one thread (more fight TensorFlow's thread pool)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("face", ["torch", "keras"])
+def test_loss_falls_and_accuracy_beats_chance(face):
+    torch.manual_seed(0)
+    keras.utils.set_random_seed(0)
+    lib, tk = (pt, tt) if face == "torch" else (pk, kt)
+    model = tk.LagModel(lib.SinusoidalEncoding(DIM), vocab=VOCAB, dim=DIM)
+    losses = tk.train_lag(model, lag=LAG, length=SEQ, steps=STEPS, batch_size=32, lr=1e-2)
+    assert losses.shape == (STEPS,)
+    assert losses[-10:].mean() < 0.5 * losses[:10].mean()
+    acc = tk.accuracy_by_position(model, lag=LAG, length=SEQ, num_sequences=256)
+    assert acc.shape == (SEQ - LAG,)
+    assert acc.mean() > 3 / VOCAB
+
+
+def test_faces_train_alike_from_the_same_start():
+    model_t, model_k = _pair(pt.LearnedEncoding(SEQ, DIM), pk.LearnedEncoding(SEQ, DIM))
+    lt = tt.train_lag(model_t, lag=LAG, length=SEQ, steps=20, batch_size=16)
+    lk = kt.train_lag(model_k, lag=LAG, length=SEQ, steps=20, batch_size=16)
+    # the first loss is computed before any update: the same weights and the same batch
+    assert lk[0] == pytest.approx(lt[0], rel=1e-5)
+    # Adam differs slightly between the frameworks (where epsilon enters), so only close
+    np.testing.assert_allclose(lk, lt, rtol=0.05)
+
+
+def test_keras_step_losses_are_each_batchs_loss():
+    keras.utils.set_random_seed(0)
+    model = kt.LagModel(pk.LearnedEncoding(SEQ, DIM), vocab=VOCAB, dim=DIM)
+    kt.load_lag_weights(model, kt.lag_weights(kt._built(model, SEQ)))
+    start = kt.lag_weights(model)
+    losses = kt.train_lag(model, lag=LAG, length=SEQ, steps=1, batch_size=16)
+    fresh = kt.load_lag_weights(kt.LagModel(pk.LearnedEncoding(SEQ, DIM), vocab=VOCAB, dim=DIM),
+                                start)
+    batch = tasks.lag_tokens(16, SEQ, vocab=VOCAB, seed=0)
+    assert losses[0] == pytest.approx(float(kt.lag_loss(fresh, batch, lag=LAG)), rel=1e-5)
