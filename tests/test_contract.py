@@ -11,6 +11,7 @@ shrinks.
 from __future__ import annotations
 
 import inspect
+import math
 import re
 from pathlib import Path
 
@@ -65,6 +66,12 @@ CONTRACT = {
     "MultimodalEncoding": [p("dim"), kw("num_modalities"), kw("max_len"),
                            kw("mode", "shared_offset")],
     "LowRankEncoding": [p("max_len"), p("dim"), kw("rank")],
+    "coordinate_encoding": [p("coords"), p("dim"), kw("scale", 2 * math.pi),
+                            kw("base", 10000.0), kw("layout", "interleaved")],
+    "laplacian": [p("adjacency"), kw("normalized", True)],
+    "laplacian_positions": [p("adjacency"), p("k"), kw("normalized", True),
+                            kw("return_eigenvalues", False)],
+    "LaplacianEncoding": [p("k"), p("dim"), kw("sign_flip", True), kw("seed", None)],
 }
 
 # The contract's names that no face exports yet, with the signatures it states (None: a

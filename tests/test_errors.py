@@ -418,7 +418,97 @@ STRUCTURED = [
         "positions must be integers or floats, got dtype bool; a boolean tensor is a mask"),
 ]
 
-ROWS = [*SINUSOIDAL, *LEARNED, *REGULARIZATION, *STRUCTURED]
+PATH_4 = np.eye(4, k=1) + np.eye(4, k=-1)          # 0 - 1 - 2 - 3
+TWO_COMPONENTS = np.zeros((7, 7))                    # a path of 3 nodes and a cycle of 4
+TWO_COMPONENTS[:3, :3] = np.eye(3, k=1) + np.eye(3, k=-1)
+TWO_COMPONENTS[3:, 3:] = np.roll(np.eye(4), 1, 0) + np.roll(np.eye(4), -1, 0)
+EIGENVECTORS = np.zeros((6, 3), np.float32)          # 6 nodes, k = 3
+
+COORDINATES_AND_GRAPHS = [
+    row("coordinate_encoding-dim=8-k=3", fn("coordinate_encoding", np.zeros((2, 3)), 8),
+        "coordinate_encoding: each of the k=3 coordinates gets dim // k channels of sine/cosine "
+        "pairs, so dim must be a multiple of 2 * k = 6; got dim=8 (8 is not divisible by k=3); "
+        "use dim=12 or dim=6."),
+    row("coordinate_encoding-dim=0", fn("coordinate_encoding", np.zeros((2, 2)), 0),
+        "dim must be a positive integer, got dim=0"),
+    row("coordinate_encoding-scale-length", fn("coordinate_encoding", np.zeros((2, 2)), 8,
+                                               scale=(1.0, 2.0, 3.0)),
+        "scale must be one number or one per coordinate, got 3 values for k=2 coordinates"),
+    *[row(f"coordinate_encoding-scale={v!r}", fn("coordinate_encoding", np.zeros((2, 2)), 8,
+                                                 scale=v),
+          "coordinate_encoding: scale must be a finite number greater than 0 (coordinates are "
+          "multiplied by it)", "use 2 * pi for coordinates normalised to [0, 1]")
+      for v in (-1.0, 0.0, float("nan"), "2", (1.0, -2.0))],
+    row("coordinate_encoding-no-coordinate", fn("coordinate_encoding", np.zeros((2, 0)), 8),
+        "coords must be (..., k) with at least one coordinate on the last axis, got "
+        "coords.shape=(2, 0)"),
+    row("coordinate_encoding-scalar", fn("coordinate_encoding", np.array(0.5), 8),
+        "coords must be (..., k), got a scalar; use coords[..., None]"),
+    row("coordinate_encoding-bool", fn("coordinate_encoding", np.ones((2, 2), bool), 8),
+        "coords must be integers or floats, got dtype bool"),
+    row("coordinate_encoding-base=1.0", fn("coordinate_encoding", np.zeros((2, 2)), 8, base=1.0),
+        "coordinate_encoding: base must be a finite number greater than 1", "base=1.0"),
+    row("coordinate_encoding-layout", fn("coordinate_encoding", np.zeros((2, 2)), 8,
+                                         layout="half"),
+        "coordinate_encoding: layout must be one of", "layout='half'"),
+    row("laplacian_positions-not-square", fn("laplacian_positions", np.ones((3, 4)), 1),
+        "laplacian_positions: adjacency must be a square (nodes, nodes) matrix, got "
+        "adjacency.shape=(3, 4)"),
+    row("laplacian_positions-directed", fn("laplacian_positions",
+                                           np.array([[0, 1, 0], [0, 0, 1], [0, 1, 0]]), 1),
+        "adjacency must be symmetric (an undirected graph), got adjacency[0, 1]=1.0 but "
+        "adjacency[1, 0]=0.0; use np.maximum(A, A.T)"),
+    row("laplacian_positions-negative", fn("laplacian_positions", np.array([[0, -1], [-1, 0]]), 1),
+        "adjacency must hold non-negative edge weights, got adjacency[0, 1]=-1.0"),
+    row("laplacian_positions-nan", fn("laplacian_positions",
+                                      np.array([[0, np.nan], [np.nan, 0]]), 1),
+        "adjacency must be finite"),
+    row("laplacian_positions-k=4", fn("laplacian_positions", PATH_4, 4),
+        "k=4 is too large for a graph of 4 nodes", "use k <= 3"),
+    *[row(f"laplacian_positions-k={k!r}", fn("laplacian_positions", PATH_4, k),
+          f"laplacian_positions: k must be a positive integer, got k={k!r}")
+      for k in (0, 2.0, True)],
+    row("laplacian_positions-single-node", fn("laplacian_positions", np.zeros((1, 1)), 1),
+        "adjacency has a single node", "at least 2 nodes"),
+    row("laplacian_positions-components", fn("laplacian_positions", TWO_COMPONENTS, 6),
+        "k=6 exceeds the 5 non-trivial eigenvectors of this graph (7 nodes, 2 connected "
+        "components", "use k <= 5, or connect the graph"),
+    row("laplacian_positions-normalized", fn("laplacian_positions", PATH_4, 1, normalized="no"),
+        "normalized must be True or False, got normalized='no'"),
+    row("laplacian-directed", fn("laplacian", np.array([[0.0, 2.0], [1.0, 0.0]])),
+        "laplacian: adjacency must be symmetric"),
+    row("laplacian-normalized", fn("laplacian", PATH_4, normalized=1),
+        "laplacian: normalized must be True or False, got normalized=1"),
+    row("LaplacianEncoding-k=0", make("LaplacianEncoding", 0, 8),
+        "LaplacianEncoding: k must be a positive integer, got k=0"),
+    row("LaplacianEncoding-dim=-1", make("LaplacianEncoding", 2, -1),
+        "dim must be a positive integer, got dim=-1"),
+    row("LaplacianEncoding-sign_flip", make("LaplacianEncoding", 2, 8, sign_flip="yes"),
+        "LaplacianEncoding: sign_flip must be True or False, got sign_flip='yes'"),
+    row("LaplacianEncoding-seed=-1", make("LaplacianEncoding", 2, 8, seed=-1),
+        "seed must be None or a non-negative integer, got seed=-1"),
+    row("LaplacianEncoding-k", run("LaplacianEncoding", (3, 8), (1, 6, 8), np.zeros((6, 4),
+                                                                                   np.float32)),
+        "LaplacianEncoding: eigenvectors must have shape (nodes, k) or (batch, nodes, k) with "
+        "k=3, got eigenvectors.shape=(6, 4); pass laplacian_positions(adjacency, 3)"),
+    row("LaplacianEncoding-rank-1", run("LaplacianEncoding", (3, 8), (1, 6, 8),
+                                        np.zeros(3, np.float32)),
+        "eigenvectors.shape=(3,)"),
+    row("LaplacianEncoding-nodes", run("LaplacianEncoding", (3, 8), (1, 6, 8),
+                                       np.zeros((7, 3), np.float32)),
+        "LaplacianEncoding: eigenvectors must have shape (seq, k) or (batch, seq, k) matching "
+        "x's (..., seq, dim), got eigenvectors.shape=(7, 3) for x.shape=(1, 6, 8)"),
+    row("LaplacianEncoding-width", run("LaplacianEncoding", (3, 8), (1, 6, 9), EIGENVECTORS),
+        "LaplacianEncoding: x must be (..., seq, dim) with dim=8, got x.shape=(1, 6, 9)"),
+    row("LaplacianEncoding-int-eigenvectors", run("LaplacianEncoding", (3, 8), (1, 6, 8),
+                                                  EIGENVECTORS.astype(np.int32)),
+        "LaplacianEncoding: eigenvectors must be a floating-point tensor, got dtype int32"),
+    row("LaplacianEncoding.encoding-k", encoding("LaplacianEncoding", (3, 8),
+                                                 np.zeros((6, 2), np.float32)),
+        "with k=3, got eigenvectors.shape=(6, 2)"),
+]
+
+ROWS = [*SINUSOIDAL, *LEARNED, *REGULARIZATION, *STRUCTURED, *COORDINATES_AND_GRAPHS]
 
 
 @pytest.mark.parametrize("call, expected", ROWS)

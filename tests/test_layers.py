@@ -45,6 +45,13 @@ def paths(max_depth: int, max_children: int) -> Arg:
     return Arg("paths", draw, trailing=(max_depth,))
 
 
+def eigenvectors(k: int) -> Arg:
+    """Rows of ``k`` eigenvector entries, one row per node: N(0, 1 / seq), the size of the
+    entries of unit vectors on ``seq`` nodes."""
+    return Arg("eigenvectors", lambda rng, lead: (
+        rng.normal(size=(*lead, k)) / np.sqrt(lead[-1])).astype(np.float32), trailing=(k,))
+
+
 def modality_ids(num_modalities: int) -> Arg:
     return Arg("modality_ids",
                lambda rng, lead: rng.integers(0, num_modalities, size=lead).astype(np.int32))
@@ -96,6 +103,9 @@ CASES = [
            {"num_modalities": 3, "max_len": 64, "mode": mode}, shape=(4, 12, DIM),
            extras=(modality_ids(3),), positions=integers(64))
       for mode in ("shared", "per_modality", "shared_offset")],
+    # Signs of the eigenvectors drawn at random in training: the identity on them otherwise.
+    Case("laplacian", "LaplacianEncoding", (4, DIM), {"seed": 0}, shape=(4, 12, DIM),
+         extras=(eigenvectors(4),), stochastic=True),
 ]
 
 ROWS = [pytest.param(c, id=c.id) for c in CASES]
