@@ -13,74 +13,17 @@ the analysis helpers that compare position tables (:func:`cosine_similarity`,
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
-from posenc._checks import check_number, check_positive_int
+from posenc._checks import check_int, check_lag, check_positive_int
 
 __all__ = [
-    "check_lag",
-    "check_model_args",
-    "check_lr",
     "lag_tokens",
     "lag_targets",
     "cosine_similarity",
     "similarity_by_distance",
     "distance_share",
 ]
-
-
-def check_lag(lag, length) -> tuple[int, int]:
-    """Check ``lag`` and ``length`` together: ``1 <= lag < length``; returns both as ints."""
-    length = check_positive_int("length", length, fix="Pass the number of tokens per sequence.")
-    lag = check_positive_int("lag", lag, fix="The target at position p is tokens[p - lag].")
-    if lag >= length:
-        raise ValueError(
-            f"lag must be smaller than length (positions p < lag have no target), got "
-            f"lag={lag} for length={length}; use a lag of at most {length - 1} or longer "
-            "sequences."
-        )
-    return lag, length
-
-
-def _check_float(name: str, value, *, low: float, high: float | None = None,
-                 fix: str = "") -> float:
-    """A finite number in ``[low, high)``; ``high=None``: no upper bound."""
-    value = check_number(name, value)
-    if not (value >= low and (high is None or value < high)):
-        where = f"[{low}, {high})" if high is not None else f">= {low}"
-        raise ValueError(f"{name} must be a number in {where}, got {name}={value!r}."
-                         + (f" {fix}" if fix else ""))
-    return value
-
-
-def check_model_args(vocab, dim, embed_std, dropout) -> tuple[int, int, float, float]:
-    """The arguments of ``LagModel``, checked the same way in both faces."""
-    vocab = check_positive_int("vocab", vocab)
-    dim = check_positive_int("dim", dim)
-    embed_std = _check_float("embed_std", embed_std, low=0.0,
-                             fix="The token table is drawn from N(0, embed_std^2).")
-    if embed_std == 0.0:
-        raise ValueError("embed_std must be positive, got embed_std=0.0; zero token "
-                         "embeddings cannot tell the tokens apart.")
-    dropout = _check_float("dropout", dropout, low=0.0, high=1.0,
-                           fix="It is the probability of zeroing an entry, e.g. 0.1.")
-    return vocab, dim, embed_std, dropout
-
-
-def check_lr(lr) -> float:
-    """A positive, finite learning rate."""
-    lr = _check_float("lr", lr, low=0.0, fix="Adam's usual range is 1e-4 .. 1e-2.")
-    if lr == 0.0:
-        raise ValueError("lr must be positive, got lr=0.0; nothing would be learned.")
-    return lr
-
-
-def _check_seed(seed) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got seed={seed!r}.")
-    return int(seed)
 
 
 def lag_tokens(num_sequences: int, length: int, *, vocab: int, seed: int = 0) -> np.ndarray:
@@ -105,7 +48,7 @@ def lag_tokens(num_sequences: int, length: int, *, vocab: int, seed: int = 0) ->
     num_sequences = check_positive_int("num_sequences", num_sequences)
     length = check_positive_int("length", length, fix="Pass the number of tokens per sequence.")
     vocab = check_positive_int("vocab", vocab)
-    rng = np.random.default_rng(_check_seed(seed))
+    rng = np.random.default_rng(check_int("seed", seed, minimum=0, what="lag_tokens"))
     return rng.integers(0, vocab, size=(num_sequences, length), dtype=np.int64)
 
 

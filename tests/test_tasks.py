@@ -9,7 +9,9 @@ import torch
 
 import posenc.keras as pk
 import posenc.torch as pt
-from posenc import tasks
+from posenc import _checks, tasks
+
+from faces import same_error
 from posenc.keras import tasks as kt
 from posenc.torch import tasks as tt
 
@@ -39,12 +41,12 @@ def test_lag_targets_shift_and_mask():
     (lambda: tasks.lag_tokens(0, SEQ, vocab=VOCAB), "num_sequences=0"),
     (lambda: tasks.lag_tokens(2, SEQ, vocab=VOCAB, seed=-1), "seed=-1"),
     (lambda: tasks.lag_tokens(2, SEQ, vocab=2.5), "vocab=2.5"),
-    (lambda: tasks.check_lag(5, 5), "lag=5 for length=5"),
-    (lambda: tasks.check_lag(0, 5), "lag=0"),
+    (lambda: _checks.check_lag(5, 5), "lag=5 for length=5"),
+    (lambda: _checks.check_lag(0, 5), "lag=0"),
     (lambda: tasks.lag_targets(np.zeros(4, dtype=int), 1), "tokens.shape=(4,)"),
-    (lambda: tasks.check_model_args(8, 16, 1.0, 1.0), "dropout=1.0"),
-    (lambda: tasks.check_model_args(8, 16, 0.0, 0.1), "embed_std=0.0"),
-    (lambda: tasks.check_lr(0.0), "lr=0.0"),
+    (lambda: _checks.check_lag_model(8, 16, 1.0, 1.0), "dropout=1.0"),
+    (lambda: _checks.check_lag_model(8, 16, 0.0, 0.1), "embed_std=0.0"),
+    (lambda: _checks.check_lr(0.0), "lr=0.0"),
 ])
 def test_bad_arguments_name_the_value(call, words):
     with pytest.raises(ValueError, match=None) as info:
@@ -52,16 +54,21 @@ def test_bad_arguments_name_the_value(call, words):
     assert words in str(info.value)
 
 
-@pytest.mark.parametrize("face", ["torch", "keras"])
-def test_faces_check_arguments_alike(face):
+def _lag_model(face):
     lib, tk = (pt, tt) if face == "torch" else (pk, kt)
-    with pytest.raises(ValueError, match="dropout must be a number in"):
-        tk.LagModel(None, vocab=VOCAB, dim=DIM, dropout=-0.1)
-    model = tk.LagModel(lib.LearnedEncoding(SEQ, DIM), vocab=VOCAB, dim=DIM)
-    with pytest.raises(ValueError, match="lag=12 for length=12"):
-        tk.train_lag(model, lag=SEQ, length=SEQ, steps=1)
-    with pytest.raises(ValueError, match="steps=0"):
-        tk.train_lag(model, lag=LAG, length=SEQ, steps=0)
+    return tk, tk.LagModel(lib.LearnedEncoding(SEQ, DIM), vocab=VOCAB, dim=DIM)
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda face: _lag_model(face)[0].LagModel(None, vocab=VOCAB, dim=DIM, dropout=-0.1),
+     "LagModel: dropout must be a finite number in [0, 1)"),
+    (lambda face: _lag_model(face)[0].train_lag(_lag_model(face)[1], lag=SEQ, length=SEQ, steps=1),
+     f"lag={SEQ} for length={SEQ}"),
+    (lambda face: _lag_model(face)[0].train_lag(_lag_model(face)[1], lag=LAG, length=SEQ,
+                                                steps=0), "steps=0"),
+])
+def test_faces_check_arguments_alike(call, words):
+    assert words in same_error(["torch", "keras"], call)
 
 
 # ---- analysis helpers -----------------------------------------------------------------------

@@ -14,6 +14,7 @@ import numpy as np
 from keras import ops
 
 from posenc import tasks
+from posenc._checks import check_lag, check_lag_model, check_lr
 from posenc._checks import check_positive_int
 
 __all__ = ["LagModel", "lag_loss", "train_lag", "accuracy_by_position", "lag_weights",
@@ -61,7 +62,7 @@ class LagModel(keras.Model):
     def __init__(self, position, *, vocab: int, dim: int, embed_scale: bool = False,
                  dropout: float = 0.0, embed_std: float = 1.0, **kwargs):
         super().__init__(**kwargs)
-        self.vocab, self.dim, self.embed_std, rate = tasks.check_model_args(
+        self.vocab, self.dim, self.embed_std, rate = check_lag_model(
             vocab, dim, embed_std, dropout)
         self.embed_scale = bool(embed_scale)
         self.embed = keras.layers.Embedding(
@@ -107,7 +108,7 @@ def lag_loss(model: LagModel, tokens, *, lag: int):
         A scalar tensor (nats per prediction).
     """
     tokens = ops.convert_to_tensor(tokens)
-    lag, _ = tasks.check_lag(lag, tokens.shape[-1])
+    lag, _ = check_lag(lag, tokens.shape[-1])
     logits = model(tokens)[:, lag:]
     losses = keras.losses.sparse_categorical_crossentropy(tokens[:, :-lag], logits,
                                                           from_logits=True)
@@ -146,10 +147,10 @@ def train_lag(model: LagModel, *, lag: int, length: int, steps: int, batch_size:
         float64 array ``(steps,)``, the loss of every step (recovered from the running mean
         that ``fit`` logs).
     """
-    lag, length = tasks.check_lag(lag, length)
+    lag, length = check_lag(lag, length)
     steps = check_positive_int("steps", steps)
     batch_size = check_positive_int("batch_size", batch_size)
-    lr = tasks.check_lr(lr)
+    lr = check_lr(lr)
     tokens = tasks.lag_tokens(steps * batch_size, length, vocab=model.vocab, seed=seed)
     targets, weights = tasks.lag_targets(tokens, lag)
     # sample_weight averages over all positions; rescale so the loss is per prediction, as
@@ -180,7 +181,7 @@ def accuracy_by_position(model: LagModel, *, lag: int, length: int,
     Returns:
         float64 array ``(length - lag,)``; entry ``i`` is position ``lag + i``.
     """
-    lag, length = tasks.check_lag(lag, length)
+    lag, length = check_lag(lag, length)
     tokens = tasks.lag_tokens(num_sequences, length, vocab=model.vocab, seed=seed)
     logits = ops.convert_to_numpy(model(tokens.astype("int32"), training=False))
     hits = logits[:, lag:].argmax(-1) == tokens[:, :-lag]

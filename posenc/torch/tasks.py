@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc import tasks
+from posenc._checks import check_lag, check_lag_model, check_lr
 from posenc._checks import check_positive_int
 
 __all__ = ["LagModel", "lag_loss", "train_lag", "accuracy_by_position", "lag_weights",
@@ -58,7 +59,7 @@ class LagModel(nn.Module):
     def __init__(self, position: nn.Module | None, *, vocab: int, dim: int,
                  embed_scale: bool = False, dropout: float = 0.0, embed_std: float = 1.0):
         super().__init__()
-        self.vocab, self.dim, self.embed_std, rate = tasks.check_model_args(
+        self.vocab, self.dim, self.embed_std, rate = check_lag_model(
             vocab, dim, embed_std, dropout)
         self.embed_scale = bool(embed_scale)
         self.embed = nn.Embedding(self.vocab, self.dim)
@@ -98,7 +99,7 @@ def lag_loss(model: nn.Module, tokens, *, lag: int) -> torch.Tensor:
         A scalar tensor (nats per prediction).
     """
     tokens = torch.as_tensor(tokens, device=_device(model))
-    lag, _ = tasks.check_lag(lag, tokens.shape[-1])
+    lag, _ = check_lag(lag, tokens.shape[-1])
     logits = model(tokens)[:, lag:]
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, :-lag].reshape(-1))
 
@@ -123,10 +124,10 @@ def train_lag(model: nn.Module, *, lag: int, length: int, steps: int, batch_size
     Returns:
         float64 array ``(steps,)``, the training loss before each step.
     """
-    lag, length = tasks.check_lag(lag, length)
+    lag, length = check_lag(lag, length)
     steps = check_positive_int("steps", steps)
     batch_size = check_positive_int("batch_size", batch_size)
-    lr = tasks.check_lr(lr)
+    lr = check_lr(lr)
     data = torch.from_numpy(tasks.lag_tokens(steps * batch_size, length, vocab=model.vocab,
                                              seed=seed)).to(_device(model))
     model.train()
@@ -156,7 +157,7 @@ def accuracy_by_position(model: nn.Module, *, lag: int, length: int,
     Returns:
         float64 array ``(length - lag,)``; entry ``i`` is position ``lag + i``.
     """
-    lag, length = tasks.check_lag(lag, length)
+    lag, length = check_lag(lag, length)
     tokens = torch.from_numpy(tasks.lag_tokens(num_sequences, length, vocab=model.vocab,
                                                seed=seed)).to(_device(model))
     model.eval()
