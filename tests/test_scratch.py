@@ -182,6 +182,6 @@ def test_chapter4_laplacian_positions_scratch_equals_the_package_up_to_sign():
     adjacency = (weights + weights.T).astype(np.float32)
     expected = np32(pt.laplacian_positions(adjacency, 3))
     for got in (np32(st.laplacian_positions(torch.as_tensor(adjacency), 3)),
-                np32(sk.laplacian_positions(adjacency, 3))):
+                np32(sk.laplacian_positions(ops.convert_to_tensor(adjacency), 3))):
         signs = np.sign(np.sum(got * expected, axis=0))
         np.testing.assert_allclose(got * signs, expected, atol=1e-4)

@@ -712,8 +712,7 @@ class LaplacianEncoding(AdditiveEncoding):
 
     def _signs(self, shape):
         """-1 or +1 with probability 1/2 each, of ``shape``, from the layer's seed generator."""
-        coin = keras.random.uniform(shape, seed=self.seed_generator) < 0.5
-        return ops.where(coin, -1.0, 1.0)
+        return ops.where(keras.random.uniform(shape, seed=self.seed_generator) < 0.5, -1.0, 1.0)
 
     def get_config(self):
         config = super().get_config()

@@ -97,6 +97,31 @@ def result_dtype(positions: torch.Tensor) -> torch.dtype:
     return positions.dtype if positions.is_floating_point() else torch.float32
 
 
+class SeededDraws:
+    """Random draws for a module with a ``seed``: the global RNG without one, otherwise one
+    ``torch.Generator`` per device, seeded on first use (Keras has ``SeedGenerator``).
+
+    The module sets ``seed`` and ``_generators = {}``.
+    """
+
+    seed: int | None
+    _generators: dict
+
+    def _generator(self, device: torch.device):
+        """``None`` (the global RNG) without a seed; otherwise this device's generator."""
+        if self.seed is None:
+            return None
+        key = str(device)
+        if key not in self._generators:
+            generator = torch.Generator(device=device)
+            generator.manual_seed(self.seed)
+            self._generators[key] = generator
+        return self._generators[key]
+
+    def _uniform(self, shape, device) -> torch.Tensor:
+        return torch.rand(shape, generator=self._generator(device), device=device)
+
+
 class AdditiveEncoding(nn.Module):
     """Base of the modules that add an encoding to token embeddings: ``x + P``.
 

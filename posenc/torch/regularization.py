@@ -22,32 +22,18 @@ from posenc._checks import (
     check_wrappable,
 )
 from posenc.regularization import channel_mask_shape, part_seeds
-from posenc.torch._util import AdditiveEncoding, dtype_of
+from posenc.torch._util import AdditiveEncoding, SeededDraws, dtype_of
 
 __all__ = ["EncodingDropout", "ChannelDropout", "GaussianNoise", "RegularizedEncoding"]
 
 
-class _Regularizer(nn.Module):
+class _Regularizer(SeededDraws, nn.Module):
     """Shared plumbing: a seed and one ``torch.Generator`` per device."""
 
     def __init__(self, seed, what: str):
         super().__init__()
         self.seed = check_seed(seed, what=what)
         self._generators: dict[str, torch.Generator] = {}
-
-    def _generator(self, device: torch.device):
-        """``None`` (the global RNG) without a seed; otherwise this device's generator."""
-        if self.seed is None:
-            return None
-        key = str(device)
-        if key not in self._generators:
-            generator = torch.Generator(device=device)
-            generator.manual_seed(self.seed)
-            self._generators[key] = generator
-        return self._generators[key]
-
-    def _uniform(self, shape, device) -> torch.Tensor:
-        return torch.rand(shape, generator=self._generator(device), device=device)
 
 
 def _check_encoding(encoding, what: str) -> None:

@@ -49,6 +49,7 @@ from posenc.structured import laplacian as numpy_laplacian
 from posenc.structured import laplacian_positions as numpy_laplacian_positions
 from posenc.torch._util import (
     AdditiveEncoding,
+    SeededDraws,
     as_indices,
     as_numpy,
     as_positions,
@@ -607,7 +608,7 @@ def laplacian_positions(adjacency, k: int, *, normalized: bool = True,
     return torch.as_tensor(out, dtype=torch.float32)
 
 
-class LaplacianEncoding(AdditiveEncoding):
+class LaplacianEncoding(SeededDraws, AdditiveEncoding):
     """Graph node positions: a linear map of Laplacian eigenvectors, signs flipped in training.
 
     Dwivedi & Bresson (2021) give each node ``i`` of a graph the row ``u_i`` of
@@ -694,12 +695,4 @@ class LaplacianEncoding(AdditiveEncoding):
 
     def _signs(self, shape) -> torch.Tensor:
         """-1 or +1 with probability 1/2 each, of ``shape``, on the module's device."""
-        device, generator = self._anchor.device, None
-        if self.seed is not None:
-            key = str(device)
-            if key not in self._generators:
-                self._generators[key] = torch.Generator(device=device)
-                self._generators[key].manual_seed(self.seed)
-            generator = self._generators[key]
-        coin = torch.rand(shape, generator=generator, device=device) < 0.5
-        return torch.where(coin, -1.0, 1.0)
+        return torch.where(self._uniform(shape, self._anchor.device) < 0.5, -1.0, 1.0)
