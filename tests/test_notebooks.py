@@ -100,3 +100,29 @@ def test_requirements_are_pinned():
     assert {"jupyter-book", "jupytext", "nbval", "torch", "tensorflow", "keras", "matplotlib",
             "pytest", "hypothesis"} <= names
     assert any(r.startswith("jupyter-book==1.") for r in reqs)
+
+
+def _bib_keys() -> set[str]:
+    import re
+
+    text = (ROOT / "book" / "references.bib").read_text()
+    return set(re.findall(r"^@\w+\{([^,\s]+),", text, flags=re.M))
+
+
+def _cited_keys() -> set[str]:
+    import re
+
+    keys: set[str] = set()
+    for path in [*SOURCES, *sorted((ROOT / "book").glob("*.md"))]:
+        for group in re.findall(r"\{(?:foot)?cite(?::\w+)?\}`([^`]+)`", path.read_text()):
+            keys.update(k.strip() for k in group.split(","))
+    return keys
+
+
+def test_the_bibliography_lists_only_cited_works():
+    # book/references.md lists every entry of the .bib file (":all:") and says they are the
+    # works the chapters and the preface cite: that is true only while each one is cited.
+    uncited = _bib_keys() - _cited_keys()
+    assert not uncited, f"cite these works somewhere or remove them from references.bib: {uncited}"
+    missing = _cited_keys() - _bib_keys()
+    assert not missing, f"cited but not in references.bib: {missing}"
