@@ -51,7 +51,7 @@ ipynb: install
 
 # Speed checks (not part of the tests); add ARGS="--device cuda" on a GPU.
 bench: install
-	$(PY) benchmarks/bench_absolute.py $(ARGS)
+	$(PY) benchmarks/bench_sinusoidal.py $(ARGS)
 
 clean:
 	rm -rf _build .pytest_cache
