@@ -20,6 +20,11 @@ faces ``posenc/torch/<family>.py`` and ``posenc/keras/<family>.py``.
   registry ``posenc.structured.MULTIMODAL_MODES``), :func:`coordinate_encoding`,
   :func:`laplacian`, :func:`laplacian_positions`, :class:`LaplacianEncoding` (the
   graph Laplacian and its eigenvectors in ``posenc/structured.py``).
+* ``tasks.py`` (import it as ``posenc.torch.tasks``; not re-exported here):
+  ``LagModel``, ``lag_loss``, ``train_lag``, ``accuracy_by_position``: the small task the
+  chapters train on (data and analysis helpers in ``posenc/tasks.py``).
+* ``scratch.py`` (``posenc.torch.scratch``): the few-line teaching versions the chapters
+  show beside ``posenc.keras.scratch``, tested equal to the package.
 * ``_util.py``: :class:`AdditiveEncoding`, the base of every class above that
   adds an encoding to token embeddings, and the tensor helpers.
 
