@@ -185,3 +185,53 @@ def test_chapter4_laplacian_positions_scratch_equals_the_package_up_to_sign():
                 np32(sk.laplacian_positions(ops.convert_to_tensor(adjacency), 3))):
         signs = np.sign(np.sum(got * expected, axis=0))
         np.testing.assert_allclose(got * signs, expected, atol=1e-4)
+
+
+# Chapter 6
+
+
+def _swin_index_loops(h, w):
+    """Swin's index pair by pair, straight from the definition."""
+    cells = [(r, c) for r in range(h) for c in range(w)]
+    return np.array([[(ri - rj + h - 1) * (2 * w - 1) + (ci - cj + w - 1)
+                      for (rj, cj) in cells] for (ri, ci) in cells])
+
+
+@pytest.mark.parametrize("h,w", [(1, 1), (2, 3), (3, 2), (4, 4), (7, 7)])
+def test_chapter6_swin_relative_index_scratch(h, w):
+    want = _swin_index_loops(h, w)
+    np.testing.assert_array_equal(st.swin_relative_index(h, w).numpy(), want)
+    np.testing.assert_array_equal(ops.convert_to_numpy(sk.swin_relative_index(h, w)), want)
+    # every entry of the (2H-1)(2W-1) table is used, and a pair's index is its offset's alone
+    assert set(want.ravel()) == set(range((2 * h - 1) * (2 * w - 1)))
+
+
+@pytest.mark.parametrize("num_heads", [1, 2, 3, 5, 8, 12, 16, 24, 32])
+def test_chapter6_alibi_slopes_scratch(num_heads):
+    def powers(n):                               # 2^(-8k/n), k = 1..n
+        return [2.0 ** (-8.0 * k / n) for k in range(1, n + 1)]
+
+    n = 2 ** int(np.floor(np.log2(num_heads)))
+    want = np.array(powers(n) + powers(2 * n)[0::2][: num_heads - n], dtype=np.float32)
+    got_t = st.alibi_slopes(num_heads).numpy()
+    got_k = ops.convert_to_numpy(sk.alibi_slopes(num_heads))
+    assert got_t.shape == (num_heads,) and len(set(want.tolist())) == num_heads
+    np.testing.assert_allclose(got_t, want, rtol=1e-6)
+    np.testing.assert_allclose(got_k, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("q_len,k_len", [(5, 5), (1, 7), (3, 8)])
+def test_chapter6_alibi_bias_scratch(causal, q_len, k_len):
+    heads = 6
+    slopes = st.alibi_slopes(heads).numpy()
+    i = np.arange(k_len - q_len, k_len)[:, None]
+    distance = i - np.arange(k_len)[None, :]
+    want = -slopes[:, None, None] * (distance if causal else np.abs(distance))
+    got_t = st.alibi_bias(heads, q_len, k_len, causal=causal).numpy()
+    got_k = ops.convert_to_numpy(sk.alibi_bias(heads, q_len, k_len, causal=causal))
+    assert got_t.shape == (heads, q_len, k_len)
+    np.testing.assert_allclose(got_t, want, rtol=1e-6, atol=0)
+    np.testing.assert_allclose(got_k, want, rtol=1e-6, atol=0)
+    # the last query is the last position: its own key gets 0, older keys less
+    assert np.all(got_t[:, -1, -1] == 0) and np.all(np.diff(got_t[:, -1], axis=-1) > 0)

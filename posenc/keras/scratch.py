@@ -86,3 +86,31 @@ def laplacian_positions(adjacency, k):
     lap = ops.eye(adjacency.shape[0]) - d[:, None] * adjacency * d[None, :]
     eigenvalues, eigenvectors = ops.eigh(lap)                    # ascending eigenvalues
     return eigenvectors[:, 1:k + 1]                              # skip eigenvalue 0
+
+
+# Chapter 6
+
+
+def swin_relative_index(window_h, window_w):
+    """Swin's (H*W, H*W) index (dy + H - 1) * (2W - 1) + dx + W - 1 into a (2H-1)(2W-1) table."""
+    rows, cols = ops.meshgrid(ops.arange(window_h), ops.arange(window_w), indexing="ij")
+    coords = ops.stack((ops.reshape(rows, (-1,)), ops.reshape(cols, (-1,))))   # (2, H*W)
+    rel = coords[:, :, None] - coords[:, None, :]                # query minus key
+    return (rel[0] + window_h - 1) * (2 * window_w - 1) + (rel[1] + window_w - 1)
+
+
+def alibi_slopes(num_heads):
+    """Press et al.'s slopes 2^(-8k/n), k = 1..n, n the largest power of two <= num_heads."""
+    n = 2 ** (num_heads.bit_length() - 1)                       # closest lower power of two
+    slopes = 2.0 ** (-8.0 * ops.arange(1, n + 1, dtype="float32") / n)
+    odd = 2 * ops.arange(num_heads - n, dtype="float32") + 1    # odd k of 2n heads
+    return ops.concatenate((slopes, 2.0 ** (-4.0 * odd / n)))
+
+
+def alibi_bias(num_heads, q_len, k_len, causal=True):
+    """(heads, q_len, k_len) bias -slope * (i - j), |i - j| if not causal; queries last q_len."""
+    i = ops.arange(k_len - q_len, k_len)[:, None]               # query positions
+    distance = ops.cast(i - ops.arange(k_len), "float32")       # i - j
+    if not causal:
+        distance = ops.abs(distance)
+    return -alibi_slopes(num_heads)[:, None, None] * distance

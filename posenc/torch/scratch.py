@@ -85,3 +85,31 @@ def laplacian_positions(adjacency, k):
     lap = torch.eye(len(adjacency)) - d[:, None] * adjacency * d[None, :]
     eigenvalues, eigenvectors = torch.linalg.eigh(lap)          # ascending eigenvalues
     return eigenvectors[:, 1:k + 1]                             # skip eigenvalue 0
+
+
+# Chapter 6
+
+
+def swin_relative_index(window_h, window_w):
+    """Swin's (H*W, H*W) index (dy + H - 1) * (2W - 1) + dx + W - 1 into a (2H-1)(2W-1) table."""
+    rows, cols = torch.meshgrid(torch.arange(window_h), torch.arange(window_w), indexing="ij")
+    coords = torch.stack((rows.flatten(), cols.flatten()))      # (2, H*W), row-major
+    dy, dx = coords[:, :, None] - coords[:, None, :]            # query minus key, (H*W, H*W)
+    return (dy + window_h - 1) * (2 * window_w - 1) + (dx + window_w - 1)
+
+
+def alibi_slopes(num_heads):
+    """Press et al.'s slopes 2^(-8k/n), k = 1..n, n the largest power of two <= num_heads."""
+    n = 2 ** (num_heads.bit_length() - 1)                       # closest lower power of two
+    slopes = 2.0 ** (-8.0 * torch.arange(1, n + 1) / n)
+    extra = 2.0 ** (-4.0 * (2 * torch.arange(num_heads - n) + 1) / n)  # odd k of 2n heads
+    return torch.cat((slopes, extra))
+
+
+def alibi_bias(num_heads, q_len, k_len, causal=True):
+    """(heads, q_len, k_len) bias -slope * (i - j), |i - j| if not causal; queries last q_len."""
+    i = torch.arange(k_len - q_len, k_len)[:, None]             # query positions
+    distance = (i - torch.arange(k_len)).float()                # i - j
+    if not causal:
+        distance = distance.abs()
+    return -alibi_slopes(num_heads)[:, None, None] * distance
