@@ -72,6 +72,18 @@ CONTRACT = {
     "laplacian_positions": [p("adjacency"), p("k"), kw("normalized", True),
                             kw("return_eigenvalues", False)],
     "LaplacianEncoding": [p("k"), p("dim"), kw("sign_flip", True), kw("seed", None)],
+    # Attention biases (the contract's functions and classes).
+    "alibi_slopes": [p("num_heads")],
+    "alibi_bias": [p("num_heads"), p("q_len"), p("k_len"), kw("causal", True)],
+    "ALiBiBias": [p("num_heads"), kw("causal", True)],
+    "t5_buckets": [p("relative_position"), kw("bidirectional", True), kw("num_buckets", 32),
+                   kw("max_distance", 128)],
+    "T5RelativeBias": [p("num_heads"), kw("bidirectional", True), kw("num_buckets", 32),
+                       kw("max_distance", 128)],
+    "swin_relative_index": [p("window_h"), p("window_w")],
+    "resize_swin_bias_table": [p("table"), p("old_window"), p("new_window"),
+                               kw("mode", "bicubic")],   # beyond the contract
+    "SwinRelativeBias": [p("num_heads"), p("window_size")],
 }
 
 # The contract's names that no face exports yet, with the signatures it states (None: a
@@ -83,18 +95,10 @@ PLANNED = {
     "apply_rope": [p("x"), p("positions"), p("inv_freq"), kw("layout", "half"),
                    kw("attention_factor", 1.0)],
     "convert_rope_layout": [p("weight"), p("num_heads"), kw("to")],
-    "alibi_slopes": [p("num_heads")],
-    "alibi_bias": [p("num_heads"), p("q_len"), p("k_len"), kw("causal", True)],
-    "t5_buckets": [p("relative_position"), kw("bidirectional", True), kw("num_buckets", 32),
-                   kw("max_distance", 128)],
-    "swin_relative_index": [p("window_h"), p("window_w")],
     "shaw_relative_index": [p("q_len"), p("k_len"), p("max_distance")],
     "shaw_attention": [p("q"), p("k"), p("v"), p("key_table"), p("value_table"),
                        p("max_distance"), kw("causal", False), kw("method", "skew")],
     "RotaryEmbedding": None,
-    "ALiBiBias": None,
-    "T5RelativeBias": None,
-    "SwinRelativeBias": None,
     "ShawRelativeAttention": None,
     "MultiHeadAttention": None,
     "Transformer": None,

@@ -20,6 +20,11 @@ faces ``posenc/torch/<family>.py`` and ``posenc/keras/<family>.py``.
   registry ``posenc.structured.MULTIMODAL_MODES``), :func:`coordinate_encoding`,
   :func:`laplacian`, :func:`laplacian_positions`, :class:`LaplacianEncoding` (the
   graph Laplacian and its eigenvectors in ``posenc/structured.py``).
+* ``bias.py``: :func:`alibi_slopes`, :func:`alibi_bias`, :class:`ALiBiBias`,
+  :func:`t5_buckets`, :class:`T5RelativeBias`, :func:`swin_relative_index`,
+  :func:`resize_swin_bias_table`, :class:`SwinRelativeBias` (``SwinRelativeBias.resized``):
+  additive attention biases ``(1, heads, q_len, k_len)``, each class called as
+  ``bias(q_len, k_len=None)`` (slopes, buckets and index maps in ``posenc/bias.py``).
 * ``tasks.py`` (import it as ``posenc.keras.tasks``; not re-exported here):
   ``LagModel``, ``lag_loss``, ``train_lag``, ``accuracy_by_position``: the small task the
   chapters train on (data and analysis helpers in ``posenc/tasks.py``).
@@ -38,6 +43,7 @@ Each family module and the function it exports can share a name: after
 module with ``importlib.import_module("posenc.keras.sinusoidal")``.
 """
 
+from posenc.keras import bias as _bias
 from posenc.keras import learned as _learned
 from posenc.keras import regularization as _regularization
 from posenc.keras import sinusoidal as _sinusoidal
@@ -46,6 +52,7 @@ from posenc.keras.sinusoidal import *  # noqa: F401,F403
 from posenc.keras.learned import *  # noqa: F401,F403
 from posenc.keras.regularization import *  # noqa: F401,F403
 from posenc.keras.structured import *  # noqa: F401,F403
+from posenc.keras.bias import *  # noqa: F401,F403
 
 __all__ = [*_sinusoidal.__all__, *_learned.__all__, *_regularization.__all__,
-           *_structured.__all__]
+           *_structured.__all__, *_bias.__all__]

@@ -1,0 +1,203 @@
+"""Attention biases (NumPy): ALiBi's slopes, T5's buckets, Swin's relative index.
+
+A bias scheme adds ``B[h, i, j]`` to the attention logits of head ``h``,
+query ``i`` and key ``j``; the faces return it as a float32 tensor of shape
+``(1, heads, q_len, k_len)``, which works as a float ``attn_mask`` of
+``torch.nn.functional.scaled_dot_product_attention`` and as the ``bias`` of
+``keras.ops.dot_product_attention``. Queries are the last ``q_len`` of the
+``k_len`` positions (decoding with a cache): query row ``r`` sits at position
+``i = k_len - q_len + r``, and the relative position of key ``j`` is
+``j - i`` (negative for the past).
+
+Everything here depends on integers only (head counts, lengths, window
+sizes), so the faces compute these arrays once and turn them into constants.
+A Swin table is resized to a new window as a ``(2H-1) x (2W-1)`` grid of
+offsets per head, by the faces' ``resize_table_2d`` (the interpolation
+matrices of :mod:`posenc.learned`). The argument checks live in
+:mod:`posenc._checks` with all the others.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from posenc._checks import (
+    check_bool,
+    check_integer_dtype,
+    check_lengths,
+    check_num_heads,
+    check_t5_buckets,
+    check_window,
+)
+
+__all__ = [
+    "alibi_slopes",
+    "relative_positions",
+    "alibi_bias",
+    "t5_buckets",
+    "swin_relative_index",
+    "swin_table_size",
+    "TABLE_INIT_STD",
+]
+
+#: Standard deviation of a fresh T5 or Swin bias table (Swin's truncated normal).
+TABLE_INIT_STD = 0.02
+
+
+def alibi_slopes(num_heads: int) -> np.ndarray:
+    """Press et al.'s head slopes: ``(num_heads,)`` float64.
+
+    For ``n`` a power of two the slopes are the geometric sequence
+    ``2^(-8/n), 2^(-16/n), ..., 2^-8``: eight heads get ``1/2, 1/4, ..., 1/256``.
+    Otherwise the paper's recipe: the slopes of the closest lower power of two
+    ``m``, then every other slope of ``2m`` (its odd-numbered ones, which lie
+    between the first ones) until there are ``n``.
+
+    Args:
+        num_heads: positive int.
+
+    Returns:
+        float64 NumPy array of shape ``(num_heads,)``, decreasing.
+
+    Example:
+        >>> alibi_slopes(4)
+        array([0.25      , 0.0625    , 0.015625  , 0.00390625])
+        >>> alibi_slopes(6).round(4)
+        array([0.25  , 0.0625, 0.0156, 0.0039, 0.5   , 0.125 ])
+
+    References:
+        Press et al., "Train Short, Test Long: Attention with Linear Biases
+        Enables Input Length Extrapolation", ICLR 2022, section 3.
+    """
+    num_heads = check_num_heads(num_heads, what="alibi_slopes")
+
+    def geometric(n: int) -> np.ndarray:
+        return 2.0 ** (-8.0 * np.arange(1, n + 1) / n)
+
+    lower = 2 ** int(math.floor(math.log2(num_heads)))
+    if lower == num_heads:
+        return geometric(num_heads)
+    return np.concatenate((geometric(lower), geometric(2 * lower)[0::2][:num_heads - lower]))
+
+
+def relative_positions(q_len: int, k_len: int) -> np.ndarray:
+    """``j - i`` for the last ``q_len`` of ``k_len`` positions: ``(q_len, k_len)`` int64.
+
+    Example:
+        >>> relative_positions(2, 4)
+        array([[-2, -1,  0,  1],
+               [-3, -2, -1,  0]])
+    """
+    q_len, k_len = check_lengths(q_len, k_len, what="relative_positions")
+    return np.arange(k_len)[None, :] - np.arange(k_len - q_len, k_len)[:, None]
+
+
+def alibi_bias(num_heads: int, q_len: int, k_len: int, *, causal: bool = True) -> np.ndarray:
+    """ALiBi's bias ``-slope_h * (i - j)``: ``(num_heads, q_len, k_len)`` float32.
+
+    Computed as ``float32(slope) * float32(j - i)``, the product the faces
+    compute, so the three agree bit for bit. With ``causal=True`` the future
+    entries (``j > i``) hold ``-inf``: the bias is also the causal mask. With
+    ``causal=False``, ``-slope_h * |i - j|`` everywhere (an encoder).
+
+    Example:
+        >>> alibi_bias(1, 2, 3)[0]
+        array([[-0.00390625,  0.        ,        -inf],
+               [-0.0078125 , -0.00390625,  0.        ]], dtype=float32)
+    """
+    what = "alibi_bias"
+    num_heads = check_num_heads(num_heads, what=what)
+    q_len, k_len = check_lengths(q_len, k_len, what=what)
+    causal = check_bool("causal", causal, what=what)
+    rel = relative_positions(q_len, k_len)
+    slopes = alibi_slopes(num_heads).astype(np.float32)[:, None, None]
+    if not causal:
+        return slopes * -np.abs(rel).astype(np.float32)
+    return np.where(rel > 0, np.float32(-np.inf), slopes * rel.astype(np.float32))
+
+
+def t5_buckets(relative_position, *, bidirectional: bool = True, num_buckets: int = 32,
+               max_distance: int = 128) -> np.ndarray:
+    """T5's bucket of each relative position ``key_pos - query_pos`` (int64, same shape).
+
+    Bidirectional (an encoder): half the buckets for keys before the query,
+    half for keys after it (those are offset by ``num_buckets // 2``). Causal
+    (``bidirectional=False``, a decoder): every bucket for the past, and every
+    future key shares bucket 0 with distance 0 (the causal mask hides them).
+    In each direction the first ``max_exact = buckets_per_direction // 2``
+    distances get a bucket each; larger distances share buckets whose width
+    grows logarithmically up to ``max_distance``, and every distance from
+    there on lands in the last bucket. The logarithm is taken in float32, as
+    T5 does, so the buckets equal T5's.
+
+    Args:
+        relative_position: int array, ``key_pos - query_pos``.
+        bidirectional: ``True`` (encoder, default) or ``False`` (decoder).
+        num_buckets: number of buckets; even when bidirectional. Default 32.
+        max_distance: distance from which all share the last bucket. Default 128.
+
+    Returns:
+        int64 NumPy array of the shape of ``relative_position``.
+
+    Example:
+        >>> t5_buckets(np.array([-200, -20, -3, 0, 3, 20]))
+        array([15, 10,  3,  0, 19, 26])
+
+    References:
+        Raffel et al., "Exploring the Limits of Transfer Learning with a Unified
+        Text-to-Text Transformer", JMLR 2020, section 2.1.
+    """
+    bidirectional, num_buckets, max_distance = check_t5_buckets(
+        bidirectional, num_buckets, max_distance, what="t5_buckets")
+    rel = np.asarray(relative_position)
+    check_integer_dtype("relative_position", str(rel.dtype), what="t5_buckets")
+    rel = rel.astype(np.int64)
+    buckets = np.zeros(rel.shape, np.int64)
+    if bidirectional:
+        num_buckets //= 2
+        buckets += (rel > 0) * num_buckets
+        distance = np.abs(rel)
+    else:
+        distance = -np.minimum(rel, 0)
+    max_exact = num_buckets // 2
+    scaled = (np.log(np.maximum(distance, 1).astype(np.float32) / np.float32(max_exact))
+              / np.float32(math.log(max_distance / max_exact))
+              * np.float32(num_buckets - max_exact))
+    large = np.minimum(max_exact + scaled.astype(np.int64), num_buckets - 1)
+    return buckets + np.where(distance < max_exact, distance, large)
+
+
+def swin_relative_index(window_h: int, window_w: int) -> np.ndarray:
+    """Swin's index of the bias table entry of each pair of patches: ``(H*W, H*W)`` int64.
+
+    Patches ``a`` and ``b`` of a row-major ``H x W`` window are ``(dy, dx)``
+    apart with ``dy`` in ``-(H-1) .. H-1`` and ``dx`` in ``-(W-1) .. W-1``;
+    shifted to ``0 .. 2H-2`` and ``0 .. 2W-2``, the pair reads row
+    ``(dy + H - 1) * (2W - 1) + (dx + W - 1)`` of a ``(2H-1) * (2W-1)`` table.
+    The row offset must be scaled by ``2W - 1``, the number of ``dx`` values:
+    without it, different offsets share an index.
+
+    Example:
+        >>> swin_relative_index(2, 2)
+        array([[4, 3, 1, 0],
+               [5, 4, 2, 1],
+               [7, 6, 4, 3],
+               [8, 7, 5, 4]])
+
+    References:
+        Liu et al., "Swin Transformer: Hierarchical Vision Transformer using
+        Shifted Windows", ICCV 2021, section 3.2.
+    """
+    window_h, window_w = check_window((window_h, window_w), name="(window_h, window_w)",
+                                      what="swin_relative_index")
+    rows, cols = np.divmod(np.arange(window_h * window_w), window_w)
+    dy = rows[:, None] - rows[None, :] + window_h - 1
+    dx = cols[:, None] - cols[None, :] + window_w - 1
+    return dy * (2 * window_w - 1) + dx
+
+
+def swin_table_size(window_h: int, window_w: int) -> int:
+    """Rows of a Swin bias table for an ``H x W`` window: ``(2H-1) * (2W-1)``."""
+    return (2 * window_h - 1) * (2 * window_w - 1)
