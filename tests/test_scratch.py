@@ -235,3 +235,37 @@ def test_chapter6_alibi_bias_scratch(causal, q_len, k_len):
     np.testing.assert_allclose(got_k, want, rtol=1e-6, atol=0)
     # the last query is the last position: its own key gets 0, older keys less
     assert np.all(got_t[:, -1, -1] == 0) and np.all(np.diff(got_t[:, -1], axis=-1) > 0)
+
+
+@pytest.mark.parametrize("h,w", [(1, 1), (2, 3), (7, 7), (12, 5)])
+def test_chapter6_swin_relative_index_scratch_equals_the_package(h, w):
+    want = pt.swin_relative_index(h, w).numpy()
+    np.testing.assert_array_equal(st.swin_relative_index(h, w).numpy(), want)
+    np.testing.assert_array_equal(ops.convert_to_numpy(sk.swin_relative_index(h, w)),
+                                  ops.convert_to_numpy(pk.swin_relative_index(h, w)))
+    np.testing.assert_array_equal(ops.convert_to_numpy(sk.swin_relative_index(h, w)), want)
+
+
+@pytest.mark.parametrize("num_heads", [1, 3, 8, 12, 16, 20])
+def test_chapter6_alibi_slopes_scratch_equals_the_package(num_heads):
+    want = pt.alibi_slopes(num_heads).numpy()
+    np.testing.assert_allclose(st.alibi_slopes(num_heads).numpy(), want, rtol=1e-6, atol=0)
+    np.testing.assert_allclose(ops.convert_to_numpy(sk.alibi_slopes(num_heads)),
+                               ops.convert_to_numpy(pk.alibi_slopes(num_heads)), rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("q_len,k_len", [(6, 6), (1, 9), (4, 10)])
+def test_chapter6_alibi_bias_scratch_equals_the_package(causal, q_len, k_len):
+    heads = 12
+    want_t = pt.alibi_bias(heads, q_len, k_len, causal=causal).numpy()
+    want_k = ops.convert_to_numpy(pk.alibi_bias(heads, q_len, k_len, causal=causal))
+    got_t = st.alibi_bias(heads, q_len, k_len, causal=causal).numpy()
+    got_k = ops.convert_to_numpy(sk.alibi_bias(heads, q_len, k_len, causal=causal))
+    # the package's causal bias holds -inf for future keys (it is the mask too); the teaching
+    # versions continue the line there, so the comparison is on the keys a query may see
+    seen = np.ones((q_len, k_len), bool) if not causal else (
+        np.arange(k_len)[None, :] <= np.arange(k_len - q_len, k_len)[:, None])
+    assert np.all(np.isinf(want_t[:, ~seen])) and np.all(np.isfinite(want_t[:, seen]))
+    for got, want in ((got_t, want_t), (got_k, want_k), (got_k, want_t)):
+        np.testing.assert_allclose(got[:, seen], want[:, seen], rtol=1e-6, atol=0)
