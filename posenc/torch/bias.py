@@ -294,10 +294,13 @@ class T5RelativeBias(nn.Module):
     def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
         q_len, k_len = _lengths(q_len, k_len, type(self).__name__)
         table = self.relative_attention_bias
-        buckets = t5_buckets(_relative(q_len, k_len, table.device),
-                             bidirectional=self.bidirectional, num_buckets=self.num_buckets,
-                             max_distance=self.max_distance)
-        return table.float()[buckets].permute(2, 0, 1)[None]
+        # j - i runs over -(k_len - 1) .. q_len - 1: bucket those q_len + k_len - 1 values
+        # once, then read each head's row at j - i + k_len - 1 (no per-entry logarithm).
+        distances = torch.arange(1 - k_len, q_len, device=table.device)
+        buckets = t5_buckets(distances, bidirectional=self.bidirectional,
+                             num_buckets=self.num_buckets, max_distance=self.max_distance)
+        per_head = table.float()[buckets].T                  # (heads, q_len + k_len - 1)
+        return per_head[:, _relative(q_len, k_len, table.device) + k_len - 1][None]
 
 
 # --------------------------------------------------------------------------- Swin
