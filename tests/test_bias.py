@@ -324,6 +324,10 @@ def test_the_bias_is_float32_under_low_precision(face):
         with torch.autocast("cpu", dtype=torch.bfloat16):
             assert module(3, 5).dtype == torch.float32
         assert pt.SwinRelativeBias(2, 2).to(torch.bfloat16)(4).dtype == torch.float32
+        alibi = pt.ALiBiBias(2)
+        alibi(4)
+        alibi.to(torch.bfloat16)                    # casts the cache too: it is rebuilt
+        assert alibi(4).dtype == torch.float32
         return
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:

@@ -139,7 +139,8 @@ class ALiBiBias(nn.Module):
     the longest length it has seen (rounded up to a power of two, at least
     16) and slices the ``(q_len, k_len)`` block it is asked for: the rows of
     the last ``q_len`` positions and the first ``k_len`` columns. The cache
-    is not saved in the state dict; it grows only in eager mode (under
+    is float32 (rebuilt if the module is cast to another dtype) and not
+    saved in the state dict; it grows only in eager mode (under
     ``torch.compile`` a call longer than the cache computes its bias
     directly).
 
@@ -180,7 +181,7 @@ class ALiBiBias(nn.Module):
 
     def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
         q_len, k_len = _lengths(q_len, k_len, type(self).__name__)
-        if self._cache.shape[-1] < k_len:
+        if self._cache.shape[-1] < k_len or self._cache.dtype != torch.float32:
             if is_compiling():
                 return _alibi(self.slopes, q_len, k_len, self.causal)[None]
             size = max(16, 1 << (k_len - 1).bit_length())
