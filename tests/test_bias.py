@@ -335,3 +335,25 @@ def test_the_bias_is_float32_under_low_precision(face):
             assert keras.backend.standardize_dtype(layer(4, 4).dtype) == "float32"
     finally:
         keras.mixed_precision.set_global_policy("float32")
+
+
+def test_alibi_module_compiles_with_and_without_a_warm_cache():
+    torch._dynamo.reset()
+    alibi = pt.ALiBiBias(4)
+    compiled = torch.compile(lambda q, k: alibi(q, k), fullgraph=True, backend="eager")
+    cold = compiled(3, 40)                        # cache too short: computed in the graph
+    assert alibi._cache.shape[-1] == 0            # and the cache is left alone while tracing
+    alibi(1, 64)                                  # eager: the cache grows to 64
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda q, k: alibi(q, k), fullgraph=True, backend="eager")
+    warm = compiled(3, 40)                        # a slice of the cache
+    torch.testing.assert_close(cold, warm, rtol=0, atol=0)
+    np.testing.assert_array_equal(numpy(warm)[0], nb.alibi_bias(4, 3, 40))
+
+
+@pytest.mark.parametrize("face", FACES)
+@pytest.mark.parametrize("q_len, k_len", [(0, 0), (0, 5), (1, 1)])
+def test_the_smallest_lengths(face, q_len, k_len):
+    for layer in (FACES[face].ALiBiBias(2), FACES[face].T5RelativeBias(2),
+                  FACES[face].ALiBiBias(2, causal=False)):
+        assert tuple(layer(q_len, k_len).shape) == (1, 2, q_len, k_len)

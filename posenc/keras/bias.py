@@ -294,12 +294,13 @@ class T5RelativeBias(_AttentionBias):
         q_len, k_len = _lengths(q_len, k_len, type(self).__name__)
         # j - i runs over -(k_len - 1) .. q_len - 1: bucket those q_len + k_len - 1 values
         # once, then read each head's row at j - i + k_len - 1 (no per-entry logarithm).
-        distances = ops.arange(1 - k_len, q_len, dtype="int32")
+        span = max(k_len, 1) - 1                             # k_len = 0: nothing to read
+        distances = ops.arange(-span, q_len, dtype="int32")
         buckets = t5_buckets(distances, bidirectional=self.bidirectional,
                              num_buckets=self.num_buckets, max_distance=self.max_distance)
         table = ops.cast(self.relative_attention_bias, "float32")
         per_head = ops.transpose(ops.take(table, buckets, axis=0))   # (heads, q_len + k_len - 1)
-        return ops.expand_dims(ops.take(per_head, _relative(q_len, k_len) + k_len - 1, axis=1), 0)
+        return ops.expand_dims(ops.take(per_head, _relative(q_len, k_len) + span, axis=1), 0)
 
     def get_config(self):
         config = super().get_config()

@@ -297,11 +297,12 @@ class T5RelativeBias(nn.Module):
         table = self.relative_attention_bias
         # j - i runs over -(k_len - 1) .. q_len - 1: bucket those q_len + k_len - 1 values
         # once, then read each head's row at j - i + k_len - 1 (no per-entry logarithm).
-        distances = torch.arange(1 - k_len, q_len, device=table.device)
+        span = max(k_len, 1) - 1                             # k_len = 0: nothing to read
+        distances = torch.arange(-span, q_len, device=table.device)
         buckets = t5_buckets(distances, bidirectional=self.bidirectional,
                              num_buckets=self.num_buckets, max_distance=self.max_distance)
         per_head = table.float()[buckets].T                  # (heads, q_len + k_len - 1)
-        return per_head[:, _relative(q_len, k_len, table.device) + k_len - 1][None]
+        return per_head[:, _relative(q_len, k_len, table.device) + span][None]
 
 
 # --------------------------------------------------------------------------- Swin
