@@ -16,9 +16,9 @@ export PYTHONHASHSEED ?= 0
 $(PY):
 	$(PYTHON) -m venv $(ENV)
 
-$(STAMP): requirements.txt pyproject.toml | $(PY)
+$(STAMP): requirements.txt requirements-reference.txt pyproject.toml | $(PY)
 	$(PY) -m pip install --upgrade pip
-	$(PY) -m pip install -r requirements.txt
+	$(PY) -m pip install -r requirements.txt -r requirements-reference.txt
 	$(PY) -m pip install --no-deps -e .
 	touch $(STAMP)
 
@@ -52,6 +52,7 @@ ipynb: install
 # Speed checks (not part of the tests); add ARGS="--device cuda" on a GPU.
 bench: install
 	$(PY) benchmarks/bench_sinusoidal.py $(ARGS)
+	$(PY) benchmarks/bench_bias.py $(ARGS)
 
 clean:
 	rm -rf _build .pytest_cache

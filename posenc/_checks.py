@@ -656,16 +656,17 @@ def check_t5_buckets(bidirectional, num_buckets, max_distance, *,
 
 def check_window(window_size, *, name: str = "window_size", what: str = "") -> tuple[int, int]:
     """A window: a positive int ``n`` (an ``n x n`` window) or a ``(height, width)`` pair."""
+    pair = window_size
     if isinstance(window_size, numbers.Integral) and not isinstance(window_size, bool):
-        window_size = (window_size, window_size)
-    ok = (isinstance(window_size, (tuple, list)) and len(window_size) == 2
+        pair = (window_size, window_size)
+    ok = (isinstance(pair, (tuple, list)) and len(pair) == 2
           and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v > 0
-                  for v in window_size))
+                  for v in pair))
     if not ok:
         raise _error(what, f"{name} must be a positive integer or a (height, width) pair of "
                            f"positive integers, got {name}={window_size!r}",
                      "a window holds at least one patch; Swin uses 7")
-    return int(window_size[0]), int(window_size[1])
+    return int(pair[0]), int(pair[1])
 
 
 def check_window_lengths(q_len, k_len, window_hw, *, what: str = "") -> None:

@@ -10,7 +10,8 @@ query ``i`` and key ``j``; the faces return it as a float32 tensor of shape
 ``j - i`` (negative for the past).
 
 Everything here depends on integers only (head counts, lengths, window
-sizes), so the faces compute these arrays once and turn them into constants.
+sizes): the faces turn ALiBi's slopes and Swin's index into constants once,
+and compute T5's buckets with their own ops (checked equal to these).
 A Swin table is resized to a new window as a ``(2H-1) x (2W-1)`` grid of
 offsets per head, by the faces' ``resize_table_2d`` (the interpolation
 matrices of :mod:`posenc.learned`). The argument checks live in

@@ -13,6 +13,12 @@ in training mode with its rates at 0. A row with ``stochastic=True`` also runs t
 checks whose outcome does not depend on the random draws (dtypes, shapes, empty input,
 errors) in training mode with the row's own rates. The training step always trains in
 training mode (as ``fit`` does) and measures the loss in the deterministic mode.
+
+Attention biases (``Case(..., bias=True)``): the class is called as ``layer(q_len, k_len)``
+and returns a ``(1, heads, q_len, k_len)`` bias. The harness uses it the way attention
+does: ``x`` holds attention scores ``(batch, heads, q_len, k_len)`` and the output is
+``softmax(x + bias)`` over the keys (:func:`attend`), which has ``x``'s shape, so every
+generic check applies; a Keras model holds the bias layer in :class:`AttendWithBias`.
 """
 
 from __future__ import annotations
@@ -63,6 +69,10 @@ class Arg:
         return np.issubdtype(self.sample(np.random.default_rng(0), (1, 1)).dtype, np.integer)
 
 
+#: Names of the classes that return an attention bias (filled by the cases).
+BIAS_CLASSES: set[str] = set()
+
+
 @dataclasses.dataclass(frozen=True)
 class Case:
     """One row of the table: a public class of both faces and how to exercise it.
@@ -72,13 +82,16 @@ class Case:
         cls: the class name, the same in ``posenc.torch`` and ``posenc.keras``.
         args, kwargs: constructor arguments; a ``Case`` among them is built first, in
             the same face (the encoding a ``RegularizedEncoding`` wraps).
-        shape: ``(batch, seq, dim)`` of the embeddings ``x``; batch != seq, seq > 1.
+        shape: ``(batch, seq, dim)`` of the embeddings ``x``; batch != seq, seq > 1. For a
+            bias, ``(batch, heads, q_len, k_len)`` of the attention scores.
         extras: per-token arguments passed positionally after ``x`` (timestamps, paths,
             modality ids).
         positions: the optional ``positions=`` keyword and how to draw valid ones, or
             ``None`` when the class takes no positions.
         training: the mode every value check runs in; it must be deterministic.
         stochastic: also run the draw-independent checks in training mode.
+        bias: the class is an attention bias, called as ``layer(q_len, k_len)``.
+        empty: whether the class accepts an empty sequence (a Swin window does not).
     """
 
     id: str
@@ -90,10 +103,15 @@ class Case:
     positions: Arg | None = None
     training: bool = False
     stochastic: bool = False
+    bias: bool = False
+    empty: bool = True
 
     def __post_init__(self):
-        batch, seq, _ = self.shape
+        batch, seq = self.shape[0], self.shape[-2]
         assert batch != seq and seq > 1, "shape errors must be told apart from (batch, seq)"
+        assert len(self.shape) == (4 if self.bias else 3), self.shape
+        if self.bias:
+            BIAS_CLASSES.add(self.cls)
 
     @property
     def modes(self) -> tuple[bool, ...]:
@@ -139,9 +157,9 @@ class Inputs:
 def inputs(case: Case, *, seed: int = 0) -> Inputs:
     """x ``(batch, seq, dim)`` from N(0, 1), and valid per-token arguments of shape
     ``(batch, seq, ...)`` (positions too, when the case takes them)."""
-    batch, seq, dim = case.shape
+    batch, seq = case.shape[0], case.shape[-2]
     rng = np.random.default_rng(seed)
-    x = rng.normal(size=(batch, seq, dim)).astype(np.float32)
+    x = rng.normal(size=case.shape).astype(np.float32)
     extras = [a.sample(rng, (batch, seq)) for a in case.extras]
     positions = None if case.positions is None else case.positions.sample(rng, (batch, seq))
     return Inputs(x, extras, positions)
@@ -150,6 +168,10 @@ def inputs(case: Case, *, seed: int = 0) -> Inputs:
 def call(face: str, layer, x, extras=(), positions=None, *, training: bool, dtype=None):
     """``layer(x, *extras, positions=...)`` in ``training`` mode, NumPy in, tensor out."""
     x = tensor(face, x, dtype) if isinstance(x, np.ndarray) else x
+    if type(layer).__name__ in BIAS_CLASSES:
+        if face == "torch":
+            layer.train(training)
+        return attend(face, layer, x)
     extras = [tensor(face, e) if isinstance(e, np.ndarray) else e for e in extras]
     kwargs = {}
     if positions is not None:
@@ -159,6 +181,39 @@ def call(face: str, layer, x, extras=(), positions=None, *, training: bool, dtyp
         layer.train(training)
         return layer(x, *extras, **kwargs)
     return layer(x, *extras, training=training, **kwargs)
+
+
+def attend(face: str, layer, scores):
+    """``softmax(scores + layer(q_len, k_len))`` over the keys, in the dtype of ``scores``
+    (PyTorch) or of the layer's compute dtype (Keras): how attention uses a bias."""
+    q_len, k_len = scores.shape[-2], scores.shape[-1]
+    if face == "torch":
+        return torch.softmax(scores + layer(q_len, k_len).to(scores.dtype), dim=-1)
+    dtype = layer.compute_dtype
+    return keras.ops.softmax(keras.ops.cast(scores, dtype)
+                             + keras.ops.cast(layer(q_len, k_len), dtype), axis=-1)
+
+
+@keras.saving.register_keras_serializable(package="posenc_tests")
+class AttendWithBias(keras.layers.Layer):
+    """A Keras layer that holds a bias layer and applies :func:`attend` to its scores."""
+
+    def __init__(self, bias_layer, **kwargs):
+        super().__init__(**kwargs)
+        self.bias_layer = bias_layer
+
+    def call(self, scores):
+        return attend("keras", self.bias_layer, scores)
+
+    def get_config(self):
+        return {**super().get_config(),
+                "bias_layer": keras.saving.serialize_keras_object(self.bias_layer)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["bias_layer"] = keras.saving.deserialize_keras_object(config["bias_layer"])
+        return cls(**config)
 
 
 def encoding_args(face: str, case: Case, data: "Inputs", example: int = 0) -> list:
@@ -199,6 +254,10 @@ def keras_policy(name: str):
 def _keras_model(case: Case, layer, *, batch=None, seq=None, project=False):
     """A functional model: ``x`` (and the per-token arguments) -> ``layer``."""
     dim = case.shape[-1]
+    if case.bias:   # the scores' shape is static: the bias needs q_len and k_len
+        x_in = keras.Input(case.shape[1:], batch_size=batch)
+        h = keras.layers.Dense(dim, name="proj")(x_in) if project else x_in
+        return keras.Model([x_in], AttendWithBias(layer)(h))
     x_in = keras.Input((seq, dim), batch_size=batch)
     extra_in = [keras.Input((seq, *a.trailing), batch_size=batch,
                             dtype="int32" if a.is_integer() else "float32") for a in case.extras]
@@ -242,7 +301,7 @@ def check_keras_config_round_trip(case: Case) -> None:
 def check_keras_save_and_load(case: Case, tmp_path) -> None:
     """``model.save`` then ``keras.models.load_model``: the same class, config, weights
     and outputs."""
-    batch, seq, _ = case.shape
+    batch, seq = case.shape[0], case.shape[-2]
     layer = build("keras", case)
     model = _keras_model(case, layer, seq=seq)
     data = inputs(case)
@@ -252,6 +311,7 @@ def check_keras_save_and_load(case: Case, tmp_path) -> None:
     model.save(path)
     loaded = keras.models.load_model(path)
     restored = loaded.layers[-1]
+    restored = restored.bias_layer if case.bias else restored
     assert type(restored) is type(layer)
     assert restored.get_config() == layer.get_config()
     for a, b in zip(restored.weights, layer.weights, strict=True):
@@ -278,6 +338,11 @@ def check_torch_state_dict_round_trip(case: Case) -> None:
 def check_keras_symbolic_shapes(case: Case) -> None:
     """On ``keras.Input``: unknown batch and length, known ones, and
     ``compute_output_shape``."""
+    if case.bias:   # the bias is built from the static q_len and k_len; the batch may vary
+        for b in (None, case.shape[0]):
+            model = _keras_model(case, build("keras", case), batch=b)
+            assert tuple(model.output.shape) == (b, *case.shape[1:]), b
+        return
     batch, seq, dim = case.shape
     for training in case.modes:
         layer = build("keras", case)
@@ -297,7 +362,7 @@ def check_keras_symbolic_shapes(case: Case) -> None:
 def check_torch_training_step(case: Case) -> None:
     """Behind a linear layer: gradients reach every parameter and the input, and one SGD
     step (taken in training mode) changes the loss measured in the deterministic mode."""
-    batch, seq, dim = case.shape
+    dim = case.shape[-1]
     torch.manual_seed(0)
     module, proj = build("torch", case), torch.nn.Linear(dim, dim)
     data = inputs(case)
@@ -325,7 +390,7 @@ def check_torch_training_step(case: Case) -> None:
 def check_keras_training_step(case: Case) -> None:
     """``fit`` for one step behind a Dense layer moves every weight of the layer and of
     the Dense layer (so gradients reach them), and changes the evaluated loss."""
-    batch, seq, _ = case.shape
+    batch, seq = case.shape[0], case.shape[-2]
     keras.utils.set_random_seed(0)
     layer = build("keras", case)
     model = _keras_model(case, layer, seq=seq, project=True)
@@ -348,7 +413,7 @@ def check_keras_training_step(case: Case) -> None:
 def check_torch_mixed_precision(case: Case) -> None:
     """Under ``torch.autocast("cpu", bfloat16)`` behind a linear layer, and on a bfloat16
     input: the output is bfloat16 and within bfloat16 rounding of float32."""
-    _, _, dim = case.shape
+    dim = case.shape[-1]
     torch.manual_seed(0)
     module, proj = build("torch", case), torch.nn.Linear(dim, dim)
     data = inputs(case)
@@ -456,9 +521,8 @@ def check_index_dtypes(case: Case, face: str) -> None:
 
 def check_empty_sequence(case: Case, face: str) -> None:
     """``seq = 0`` returns x unchanged: its shape, its dtype, its (no) values."""
-    batch, _, dim = case.shape
     layer = build(face, case)
-    x = np.zeros((batch, 0, dim), np.float32)
+    x = np.zeros((*case.shape[:-2], 0, case.shape[-1]), np.float32)
     extras = [np.zeros((0, *a.trailing), e.dtype)
               for a, e in zip(case.extras, inputs(case).extras)]
     for training in case.modes:
@@ -504,7 +568,7 @@ def check_per_token_shapes(case: Case, face: str) -> None:
 
 
 def wrong_position_shapes(case: Case) -> list[tuple[int, ...]]:
-    batch, seq, _ = case.shape
+    batch, seq = case.shape[0], case.shape[-2]
     return [(seq + 1,), (seq, seq), (batch, 1), (batch + 1, seq), (1, batch, seq)]
 
 
@@ -531,6 +595,12 @@ def check_torch_compile(case: Case) -> None:
     module.train(case.training)
     compiled = torch.compile(module, fullgraph=True, backend="eager")
     data = inputs(case)
+    if case.bias:
+        x = torch.as_tensor(data.x)
+        compiled = torch.compile(lambda scores: attend("torch", module, scores), fullgraph=True,
+                                 backend="eager")
+        torch.testing.assert_close(compiled(x), attend("torch", module, x), rtol=1e-6, atol=1e-6)
+        return
     for positions in (None, data.positions) if case.positions else (None,):
         extras = [torch.as_tensor(e) for e in data.extras]
         kwargs = {} if positions is None else {"positions": torch.as_tensor(positions)}
@@ -542,7 +612,7 @@ def check_torch_compile(case: Case) -> None:
 def check_keras_jit_compile(case: Case) -> None:
     """A functional model compiled with ``jit_compile=True`` (XLA) predicts what the
     eager layer computes."""
-    batch, seq, _ = case.shape
+    batch, seq = case.shape[0], case.shape[-2]
     layer = build("keras", case)
     model = _keras_model(case, layer, batch=batch, seq=seq)
     model.compile(jit_compile=True)

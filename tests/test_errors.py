@@ -508,7 +508,95 @@ COORDINATES_AND_GRAPHS = [
         "with k=3, got eigenvectors.shape=(6, 2)"),
 ]
 
-ROWS = [*SINUSOIDAL, *LEARNED, *REGULARIZATION, *STRUCTURED, *COORDINATES_AND_GRAPHS]
+BIAS_CLASSES = ("ALiBiBias", "T5RelativeBias")
+
+
+def bias_call(name, args, *lengths, **kwargs):
+    """The call ``name(*args, **kwargs)(*lengths)`` of a bias class."""
+    return lambda on: getattr(on.m, name)(*args, **kwargs)(*lengths)
+
+
+BIAS = [
+    *[row(f"{name}-num_heads={n!r}", make(name, n),
+          f"{name}: num_heads must be a positive integer, got num_heads={n!r}; pass the "
+          "attention layer's head count")
+      for name in ("ALiBiBias", "T5RelativeBias") for n in (0, -2, 2.0)],
+    row("SwinRelativeBias-num_heads=0", make("SwinRelativeBias", 0, 7),
+        "SwinRelativeBias: num_heads must be a positive integer, got num_heads=0"),
+    row("alibi_slopes-num_heads=0", fn("alibi_slopes", 0),
+        "alibi_slopes: num_heads must be a positive integer, got num_heads=0"),
+    row("alibi_bias-num_heads=-1", fn("alibi_bias", -1, 2, 4),
+        "alibi_bias: num_heads must be a positive integer, got num_heads=-1"),
+    row("alibi_bias-q_len>k_len", fn("alibi_bias", 8, 5, 3),
+        "alibi_bias: q_len must be at most k_len (the queries are the last q_len of the k_len "
+        "key positions), got q_len=5, k_len=3; pass k_len >= 5"),
+    row("alibi_bias-q_len=-1", fn("alibi_bias", 8, -1, 3),
+        "alibi_bias: q_len must be a non-negative integer, got q_len=-1"),
+    row("alibi_bias-causal", fn("alibi_bias", 8, 2, 3, causal="yes"),
+        "alibi_bias: causal must be True or False, got causal='yes'"),
+    *[row(f"{name}-q_len>k_len", bias_call(name, (4,), 6, 2),
+          f"{name}: q_len must be at most k_len", "got q_len=6, k_len=2")
+      for name in BIAS_CLASSES],
+    *[row(f"{name}-k_len=2.5", bias_call(name, (4,), 2, 2.5),
+          f"{name}: k_len must be a non-negative integer, got k_len=2.5")
+      for name in BIAS_CLASSES],
+    row("ALiBiBias-causal", make("ALiBiBias", 4, causal=1),
+        "ALiBiBias: causal must be True or False, got causal=1"),
+    row("t5_buckets-odd", fn("t5_buckets", np.arange(3), num_buckets=31),
+        "t5_buckets: num_buckets must be even when bidirectional=True (half of the buckets for "
+        "each direction), got num_buckets=31; use num_buckets=32 or 30, or bidirectional=False "
+        "for a decoder"),
+    row("T5RelativeBias-odd", make("T5RelativeBias", 4, num_buckets=7),
+        "T5RelativeBias: num_buckets must be even when bidirectional=True",
+        "got num_buckets=7"),
+    row("T5RelativeBias-odd-causal-ok-but-one", make("T5RelativeBias", 4, num_buckets=1,
+                                                     bidirectional=False),
+        "num_buckets must be at least 2 (bidirectional=False", "got num_buckets=1"),
+    row("t5_buckets-two-bidirectional", fn("t5_buckets", np.arange(3), num_buckets=2),
+        "num_buckets must be at least 4 (bidirectional=True", "got num_buckets=2"),
+    row("t5_buckets-num_buckets=0", fn("t5_buckets", np.arange(3), num_buckets=0),
+        "t5_buckets: num_buckets must be a positive integer, got num_buckets=0"),
+    *[row(f"t5_buckets-max_distance={d!r}", fn("t5_buckets", np.arange(3), max_distance=d),
+          "t5_buckets: max_distance must be an integer greater than the 8 exact distances "
+          f"(num_buckets=32, bidirectional=True), got max_distance={d!r}; T5 uses "
+          "max_distance=128")
+      for d in (-5, 0, 8, 100.0)],
+    row("T5RelativeBias-max_distance", make("T5RelativeBias", 4, bidirectional=False,
+                                            max_distance=16),
+        "max_distance must be an integer greater than the 16 exact distances "
+        "(num_buckets=32, bidirectional=False), got max_distance=16"),
+    row("t5_buckets-float", fn("t5_buckets", np.array([0.5, 1.0])),
+        "t5_buckets: relative_position index a table, so they must be integers, got dtype "
+        "float"),
+    row("t5_buckets-bidirectional", fn("t5_buckets", np.arange(3), bidirectional=None),
+        "t5_buckets: bidirectional must be True or False, got bidirectional=None"),
+    *[row(f"swin_relative_index-{h}x{w}", fn("swin_relative_index", h, w),
+          "swin_relative_index: (window_h, window_w) must be a positive integer or a (height, "
+          f"width) pair of positive integers, got (window_h, window_w)=({h}, {w}); a window "
+          "holds at least one patch")
+      for h, w in ((0, 3), (3, -1))],
+    *[row(f"SwinRelativeBias-window={w!r}", make("SwinRelativeBias", 2, w),
+          f"SwinRelativeBias: window_size must be a positive integer or a (height, width) pair "
+          f"of positive integers, got window_size={w!r}")
+      for w in (0, (7, 0), (7,), "7", 7.0)],
+    row("SwinRelativeBias-lengths", bias_call("SwinRelativeBias", (2, (3, 4)), 10),
+        "SwinRelativeBias: q_len and k_len must both be window_h * window_w = 12 (window 3x4), "
+        "got q_len=10, k_len=10; pass q_len=12"),
+    row("SwinRelativeBias-k_len", bias_call("SwinRelativeBias", (2, 3), 9, 12),
+        "got q_len=9, k_len=12"),
+    row("resize_swin_bias_table-rows", fn("resize_swin_bias_table", table(24, 3), 3, 5),
+        "resize_swin_bias_table: table must be ((2*3-1) * (2*3-1), num_heads) = (25, num_heads) "
+        "for the window 3x3, got table.shape=(24, 3); pass the window the table was trained "
+        "for as old_window"),
+    row("resize_swin_bias_table-new_window", fn("resize_swin_bias_table", table(25, 3), 3, 0),
+        "resize_swin_bias_table: new_window must be a positive integer or a (height, width) "
+        "pair of positive integers, got new_window=0"),
+    row("resize_swin_bias_table-int", fn("resize_swin_bias_table",
+                                         table(25, 3, dtype="int32"), 3, 5),
+        "resize_swin_bias_table: table must be a floating-point tensor, got dtype int32"),
+]
+
+ROWS = [*SINUSOIDAL, *LEARNED, *REGULARIZATION, *STRUCTURED, *COORDINATES_AND_GRAPHS, *BIAS]
 
 
 @pytest.mark.parametrize("call, expected", ROWS)

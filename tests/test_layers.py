@@ -2,7 +2,8 @@
 (``tests/harness.py``) each row gets.
 
 A new scheme adds a row: the class name, its constructor arguments, a realistic
-``(batch, seq, dim)``, its per-token call arguments after ``x`` (``extras``) and its
+``(batch, seq, dim)`` (for an attention bias, ``bias=True`` and the scores' ``(batch, heads,
+q_len, k_len)``), its per-token call arguments after ``x`` (``extras``) and its
 optional ``positions`` (each an ``Arg`` that draws valid values), and how it runs
 deterministically (``training``; ``stochastic=True`` for a regulariser, which then
 also runs the draw-independent checks in training mode). The scheme's test file keeps
@@ -106,12 +107,23 @@ CASES = [
     # Signs of the eigenvectors drawn at random in training: the identity on them otherwise.
     Case("laplacian", "LaplacianEncoding", (4, DIM), {"seed": 0}, shape=(4, 12, DIM),
          extras=(eigenvectors(4),), stochastic=True),
+    # Attention biases: x holds scores (batch, heads, q_len, k_len), the output is
+    # softmax(x + bias) (harness.attend). q_len < k_len: decoding with a cache.
+    Case("alibi_causal", "ALiBiBias", (4,), shape=(3, 4, 6, 20), bias=True),
+    Case("alibi_symmetric", "ALiBiBias", (6,), {"causal": False}, shape=(2, 6, 12, 12),
+         bias=True),
+    Case("t5_bidirectional", "T5RelativeBias", (4,), {"num_buckets": 16, "max_distance": 20},
+         shape=(3, 4, 30, 30), bias=True),
+    Case("t5_causal", "T5RelativeBias", (4,), {"bidirectional": False}, shape=(2, 4, 5, 40),
+         bias=True),
+    Case("swin", "SwinRelativeBias", (3, (3, 4)), shape=(2, 3, 12, 12), bias=True, empty=False),
 ]
 
 ROWS = [pytest.param(c, id=c.id) for c in CASES]
 WITH_PER_TOKEN = [pytest.param(c, id=c.id) for c in CASES if c.extras or c.positions]
 WITH_POSITIONS = [pytest.param(c, id=c.id) for c in CASES if c.positions]
 WITH_INDICES = [pytest.param(c, id=c.id) for c in CASES if h.integer_args(c)]
+WITH_EMPTY = [pytest.param(c, id=c.id) for c in CASES if c.empty]
 FACES = ["torch", pytest.param("keras", marks=pytest.mark.keras)]
 
 
@@ -204,7 +216,7 @@ def test_int32_and_int64_indices_agree(case, face):
 
 
 @pytest.mark.parametrize("face", FACES)
-@pytest.mark.parametrize("case", ROWS)
+@pytest.mark.parametrize("case", WITH_EMPTY)
 def test_empty_sequence_returns_x_unchanged(case, face):
     h.check_empty_sequence(case, face)
 

@@ -292,10 +292,15 @@ class T5RelativeBias(_AttentionBias):
 
     def call(self, q_len: int, k_len: int | None = None):
         q_len, k_len = _lengths(q_len, k_len, type(self).__name__)
-        buckets = t5_buckets(_relative(q_len, k_len), bidirectional=self.bidirectional,
+        # j - i runs over -(k_len - 1) .. q_len - 1: bucket those q_len + k_len - 1 values
+        # once, then read each head's row at j - i + k_len - 1 (no per-entry logarithm).
+        span = max(k_len, 1) - 1                             # k_len = 0: nothing to read
+        distances = ops.arange(-span, q_len, dtype="int32")
+        buckets = t5_buckets(distances, bidirectional=self.bidirectional,
                              num_buckets=self.num_buckets, max_distance=self.max_distance)
         table = ops.cast(self.relative_attention_bias, "float32")
-        return ops.expand_dims(ops.transpose(ops.take(table, buckets, axis=0), (2, 0, 1)), 0)
+        per_head = ops.transpose(ops.take(table, buckets, axis=0))   # (heads, q_len + k_len - 1)
+        return ops.expand_dims(ops.take(per_head, _relative(q_len, k_len) + span, axis=1), 0)
 
     def get_config(self):
         config = super().get_config()

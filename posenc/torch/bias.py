@@ -139,7 +139,8 @@ class ALiBiBias(nn.Module):
     the longest length it has seen (rounded up to a power of two, at least
     16) and slices the ``(q_len, k_len)`` block it is asked for: the rows of
     the last ``q_len`` positions and the first ``k_len`` columns. The cache
-    is not saved in the state dict; it grows only in eager mode (under
+    is float32 (rebuilt if the module is cast to another dtype) and not
+    saved in the state dict; it grows only in eager mode (under
     ``torch.compile`` a call longer than the cache computes its bias
     directly).
 
@@ -180,7 +181,7 @@ class ALiBiBias(nn.Module):
 
     def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
         q_len, k_len = _lengths(q_len, k_len, type(self).__name__)
-        if self._cache.shape[-1] < k_len:
+        if self._cache.shape[-1] < k_len or self._cache.dtype != torch.float32:
             if is_compiling():
                 return _alibi(self.slopes, q_len, k_len, self.causal)[None]
             size = max(16, 1 << (k_len - 1).bit_length())
@@ -294,10 +295,14 @@ class T5RelativeBias(nn.Module):
     def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
         q_len, k_len = _lengths(q_len, k_len, type(self).__name__)
         table = self.relative_attention_bias
-        buckets = t5_buckets(_relative(q_len, k_len, table.device),
-                             bidirectional=self.bidirectional, num_buckets=self.num_buckets,
-                             max_distance=self.max_distance)
-        return table.float()[buckets].permute(2, 0, 1)[None]
+        # j - i runs over -(k_len - 1) .. q_len - 1: bucket those q_len + k_len - 1 values
+        # once, then read each head's row at j - i + k_len - 1 (no per-entry logarithm).
+        span = max(k_len, 1) - 1                             # k_len = 0: nothing to read
+        distances = torch.arange(-span, q_len, device=table.device)
+        buckets = t5_buckets(distances, bidirectional=self.bidirectional,
+                             num_buckets=self.num_buckets, max_distance=self.max_distance)
+        per_head = table.float()[buckets].T                  # (heads, q_len + k_len - 1)
+        return per_head[:, _relative(q_len, k_len, table.device) + span][None]
 
 
 # --------------------------------------------------------------------------- Swin
