@@ -280,7 +280,8 @@ def windowed(face, q, k, v, kt, vt, window, **kwargs):
 
 @pytest.mark.parametrize("face", FACES)
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("q_len, k_len, window", [(9, 9, 2), (3, 10, 1), (6, 6, 0), (5, 5, 7)])
+@pytest.mark.parametrize("q_len, k_len, window", [(9, 9, 2), (3, 10, 1), (6, 6, 0), (5, 5, 7),
+                                                  (37, 37, 9), (20, 45, 3), (1, 50, 4)])
 def test_windowed_equals_masked_full_attention(face, causal, q_len, k_len, window):
     data = window_case(q_len, k_len, window)
     want = loop_reference(*data, window, causal=causal, window=window)
