@@ -251,7 +251,9 @@ def windowed_attention(q, k, v, window: int, *, key_table=None, value_table=None
     the relative logits are simply ``q @ key_table.T``. Queries
     are the last ``q_len`` of the ``k_len`` positions.
 
-    Computed in float32; the result has ``q``'s dtype.
+    Computed in float32; the result has ``q``'s dtype. The sequence lengths
+    must be known when the function is traced (the blocks are laid out from
+    them); the batch may be dynamic.
 
     Args:
         q: ``(batch, heads, q_len, head_dim)`` queries.
