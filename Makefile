@@ -54,5 +54,8 @@ bench: install
 	$(PY) benchmarks/bench_sinusoidal.py $(ARGS)
 	$(PY) benchmarks/bench_bias.py $(ARGS)
 
+
+	$(PY) benchmarks/bench_shaw.py $(ARGS)
+
 clean:
 	rm -rf _build .pytest_cache

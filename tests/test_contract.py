@@ -84,6 +84,15 @@ CONTRACT = {
     "resize_swin_bias_table": [p("table"), p("old_window"), p("new_window"),
                                kw("mode", "bicubic")],   # beyond the contract
     "SwinRelativeBias": [p("num_heads"), p("window_size")],
+
+    # Shaw et al.'s relative attention.
+    "shaw_relative_index": [p("q_len"), p("k_len"), p("max_distance")],
+    "shaw_attention": [p("q"), p("k"), p("v"), p("key_table"), p("value_table"),
+                       p("max_distance"), kw("causal", False), kw("method", "skew")],
+    "ShawRelativeAttention": [p("dim"), p("num_heads"), p("max_distance"), kw("causal", False),
+                              kw("method", "skew")],
+    "windowed_attention": [p("q"), p("k"), p("v"), p("window"), kw("key_table", None),
+                           kw("value_table", None), kw("causal", False)],  # beyond the contract
 }
 
 # The contract's names that no face exports yet, with the signatures it states (None: a
@@ -95,11 +104,7 @@ PLANNED = {
     "apply_rope": [p("x"), p("positions"), p("inv_freq"), kw("layout", "half"),
                    kw("attention_factor", 1.0)],
     "convert_rope_layout": [p("weight"), p("num_heads"), kw("to")],
-    "shaw_relative_index": [p("q_len"), p("k_len"), p("max_distance")],
-    "shaw_attention": [p("q"), p("k"), p("v"), p("key_table"), p("value_table"),
-                       p("max_distance"), kw("causal", False), kw("method", "skew")],
     "RotaryEmbedding": None,
-    "ShawRelativeAttention": None,
     "MultiHeadAttention": None,
     "Transformer": None,
 }

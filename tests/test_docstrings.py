@@ -10,11 +10,11 @@ import pytest
 
 MODULES = [
     "posenc.sinusoidal", "posenc.learned", "posenc.regularization", "posenc.structured",
-    "posenc.bias", "posenc.theory", "posenc.tasks",
+    "posenc.bias", "posenc.shaw", "posenc.theory", "posenc.tasks",
     "posenc.torch.sinusoidal", "posenc.torch.learned", "posenc.torch.regularization",
-    "posenc.torch.structured", "posenc.torch.bias", "posenc.torch.tasks",
+    "posenc.torch.structured", "posenc.torch.bias", "posenc.torch.shaw", "posenc.torch.tasks",
     "posenc.keras.sinusoidal", "posenc.keras.learned", "posenc.keras.regularization",
-    "posenc.keras.structured", "posenc.keras.bias", "posenc.keras.tasks",
+    "posenc.keras.structured", "posenc.keras.bias", "posenc.keras.shaw", "posenc.keras.tasks",
 ]
 
 

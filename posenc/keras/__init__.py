@@ -25,6 +25,9 @@ faces ``posenc/torch/<family>.py`` and ``posenc/keras/<family>.py``.
   :func:`resize_swin_bias_table`, :class:`SwinRelativeBias` (``SwinRelativeBias.resized``):
   additive attention biases ``(1, heads, q_len, k_len)``, each class called as
   ``bias(q_len, k_len=None)`` (slopes, buckets and index maps in ``posenc/bias.py``).
+* ``shaw.py``: :func:`shaw_relative_index`, :func:`shaw_attention` (``method="naive"`` or
+  ``"skew"``, the registry ``posenc.shaw.SHAW_METHODS``), :func:`windowed_attention`,
+  :class:`ShawRelativeAttention` (index maps and query blocks in ``posenc/shaw.py``).
 * ``tasks.py`` (import it as ``posenc.keras.tasks``; not re-exported here):
   ``LagModel``, ``lag_loss``, ``train_lag``, ``accuracy_by_position``: the small task the
   chapters train on (data and analysis helpers in ``posenc/tasks.py``).
@@ -46,6 +49,7 @@ module with ``importlib.import_module("posenc.keras.sinusoidal")``.
 from posenc.keras import bias as _bias
 from posenc.keras import learned as _learned
 from posenc.keras import regularization as _regularization
+from posenc.keras import shaw as _shaw
 from posenc.keras import sinusoidal as _sinusoidal
 from posenc.keras import structured as _structured
 from posenc.keras.sinusoidal import *  # noqa: F401,F403
@@ -53,6 +57,7 @@ from posenc.keras.learned import *  # noqa: F401,F403
 from posenc.keras.regularization import *  # noqa: F401,F403
 from posenc.keras.structured import *  # noqa: F401,F403
 from posenc.keras.bias import *  # noqa: F401,F403
+from posenc.keras.shaw import *  # noqa: F401,F403
 
 __all__ = [*_sinusoidal.__all__, *_learned.__all__, *_regularization.__all__,
-           *_structured.__all__, *_bias.__all__]
+           *_structured.__all__, *_bias.__all__, *_shaw.__all__]
