@@ -53,8 +53,6 @@ ipynb: install
 bench: install
 	$(PY) benchmarks/bench_sinusoidal.py $(ARGS)
 	$(PY) benchmarks/bench_bias.py $(ARGS)
-
-
 	$(PY) benchmarks/bench_shaw.py $(ARGS)
 
 clean:

@@ -92,8 +92,6 @@ class Case:
         stochastic: also run the draw-independent checks in training mode.
         bias: the class is an attention bias, called as ``layer(q_len, k_len)``.
         empty: whether the class accepts an empty sequence (a Swin window does not).
-
-
         parity: the tolerance of the cross-face check, ``PARITY`` unless the output sums
             many products (attention: float32 matmuls summed in another order).
     """
@@ -109,8 +107,6 @@ class Case:
     stochastic: bool = False
     bias: bool = False
     empty: bool = True
-
-
     parity: dict | None = None
 
     def __post_init__(self):

@@ -596,10 +596,6 @@ BIAS = [
         "resize_swin_bias_table: table must be a floating-point tensor, got dtype int32"),
 ]
 
-ROWS = [*SINUSOIDAL, *LEARNED, *REGULARIZATION, *STRUCTURED, *COORDINATES_AND_GRAPHS, *BIAS]
-
-
-
 def qkv(q_len=3, k_len=3, heads=2, head_dim=4):
     """Zero queries, keys and values ``(1, heads, len, head_dim)`` as NumPy arrays."""
     return (table(1, heads, q_len, head_dim), table(1, heads, k_len, head_dim),
@@ -679,7 +675,8 @@ SHAW = [
         "windowed_attention: q_len must be at most k_len", "got q_len=4, k_len=2"),
 ]
 
-ROWS = [*SINUSOIDAL, *LEARNED, *REGULARIZATION, *STRUCTURED, *COORDINATES_AND_GRAPHS, *SHAW]
+ROWS = [*SINUSOIDAL, *LEARNED, *REGULARIZATION, *STRUCTURED, *COORDINATES_AND_GRAPHS, *BIAS,
+        *SHAW]
 
 
 @pytest.mark.parametrize("call, expected", ROWS)

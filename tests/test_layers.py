@@ -121,8 +121,6 @@ CASES = [
     Case("t5_causal", "T5RelativeBias", (4,), {"bidirectional": False}, shape=(2, 4, 5, 40),
          bias=True),
     Case("swin", "SwinRelativeBias", (3, (3, 4)), shape=(2, 3, 12, 12), bias=True, empty=False),
-
-
     # Relative attention: x -> an x-shaped output; the positions are the distances within x.
     # A small width: the weights are drawn at 0.5 N(0, 1), and wider projections give logits
     # so large that bfloat16 weights flip the softmax.
