@@ -67,6 +67,10 @@ LOW_RANK = Case("low_rank", "LowRankEncoding", (64, DIM), {"rank": 4}, shape=(4,
 LEARNED = Case("learned", "LearnedEncoding", (64, DIM), {"init_std": 0.1}, shape=(4, 12, DIM),
                positions=integers(64))
 
+# Outputs of attention are sums of products of weights drawn at 0.5 N(0, 1): float32
+# rounding in another summation order reaches 1e-6 on entries near zero.
+ATTENTION_PARITY = {"rtol": 1e-5, "atol": 1e-5}
+
 CASES = [
     SINUSOIDAL,
     Case("sinusoidal_concat", "SinusoidalEncoding", (DIM,), {"base": 300.0, "layout": "concat"},
@@ -106,6 +110,13 @@ CASES = [
     # Signs of the eigenvectors drawn at random in training: the identity on them otherwise.
     Case("laplacian", "LaplacianEncoding", (4, DIM), {"seed": 0}, shape=(4, 12, DIM),
          extras=(eigenvectors(4),), stochastic=True),
+    # Relative attention: x -> an x-shaped output; the positions are the distances within x.
+    # A small width: the weights are drawn at 0.5 N(0, 1), and wider projections give logits
+    # so large that bfloat16 weights flip the softmax.
+    Case("shaw_skew_causal", "ShawRelativeAttention", (8, 2, 3), {"causal": True},
+         shape=(3, 10, 8), parity=ATTENTION_PARITY),
+    Case("shaw_naive", "ShawRelativeAttention", (8, 2, 2), {"method": "naive"},
+         shape=(3, 10, 8), parity=ATTENTION_PARITY),
 ]
 
 ROWS = [pytest.param(c, id=c.id) for c in CASES]

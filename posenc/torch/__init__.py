@@ -20,6 +20,9 @@ faces ``posenc/torch/<family>.py`` and ``posenc/keras/<family>.py``.
   registry ``posenc.structured.MULTIMODAL_MODES``), :func:`coordinate_encoding`,
   :func:`laplacian`, :func:`laplacian_positions`, :class:`LaplacianEncoding` (the
   graph Laplacian and its eigenvectors in ``posenc/structured.py``).
+* ``shaw.py``: :func:`shaw_relative_index`, :func:`shaw_attention` (``method="naive"`` or
+  ``"skew"``, the registry ``posenc.shaw.SHAW_METHODS``), :func:`windowed_attention`,
+  :class:`ShawRelativeAttention` (index maps and query blocks in ``posenc/shaw.py``).
 * ``tasks.py`` (import it as ``posenc.torch.tasks``; not re-exported here):
   ``LagModel``, ``lag_loss``, ``train_lag``, ``accuracy_by_position``: the small task the
   chapters train on (data and analysis helpers in ``posenc/tasks.py``).
@@ -40,12 +43,14 @@ module with ``importlib.import_module("posenc.torch.sinusoidal")``.
 
 from posenc.torch import learned as _learned
 from posenc.torch import regularization as _regularization
+from posenc.torch import shaw as _shaw
 from posenc.torch import sinusoidal as _sinusoidal
 from posenc.torch import structured as _structured
 from posenc.torch.sinusoidal import *  # noqa: F401,F403
 from posenc.torch.learned import *  # noqa: F401,F403
 from posenc.torch.regularization import *  # noqa: F401,F403
 from posenc.torch.structured import *  # noqa: F401,F403
+from posenc.torch.shaw import *  # noqa: F401,F403
 
 __all__ = [*_sinusoidal.__all__, *_learned.__all__, *_regularization.__all__,
-           *_structured.__all__]
+           *_structured.__all__, *_shaw.__all__]

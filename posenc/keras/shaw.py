@@ -1,0 +1,412 @@
+"""Shaw et al.'s relative attention (Keras face): relative keys and values, windowed attention.
+
+The index maps (which table row each query-key pair reads, the distance
+buckets of the skew method, the keys of a window) are ``posenc/shaw.py``;
+the argument checks are in ``posenc/_checks.py``.
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from posenc._checks import (
+    check_attention,
+    check_bool,
+    check_choice,
+    check_embeddings,
+    check_heads,
+    check_max_distance,
+    check_rank,
+    check_relative_table,
+    check_window,
+)
+from posenc.keras._util import dtype_of
+from posenc.learned import TABLE_INIT_STD
+from posenc.shaw import (
+    SHAW_METHODS,
+    bucket_boundaries,
+    query_blocks,
+    query_positions,
+    relative_index,
+    window_index,
+)
+from posenc.shaw import shaw_relative_index as _shaw_relative_index
+
+__all__ = [
+    "shaw_relative_index",
+    "shaw_attention",
+    "windowed_attention",
+    "ShawRelativeAttention",
+]
+
+
+def shaw_relative_index(q_len: int, k_len: int, max_distance: int):
+    """Row of Shaw et al.'s relative tables read by each (query, key) pair.
+
+    Entry ``[r, j]`` is ``clip(j - i, -k, k) + k`` with ``k = max_distance`` and
+    ``i = k_len - q_len + r``: the queries are the last ``q_len`` of the
+    ``k_len`` positions, as when decoding with a cache. Distances beyond ``k``
+    share the first or the last row (Shaw et al.'s clipping).
+
+    Args:
+        q_len: number of queries, ``0 <= q_len <= k_len``.
+        k_len: number of keys.
+        max_distance: the clipping distance ``k >= 0``.
+
+    Returns:
+        int32 tensor ``(q_len, k_len)`` with values in ``0 .. 2k``.
+
+    Example:
+        >>> keras.ops.convert_to_numpy(shaw_relative_index(3, 3, 1))
+        array([[1, 2, 2],
+               [0, 1, 2],
+               [0, 0, 1]], dtype=int32)
+
+    References:
+        Shaw et al., "Self-Attention with Relative Position Representations",
+        NAACL 2018, section 3.2.
+    """
+    return ops.convert_to_tensor(_shaw_relative_index(q_len, k_len, max_distance), "int32")
+
+
+# --------------------------------------------------------------------------- the attention core
+# In float32 whatever the input dtype; the result is cast back.
+
+def _arange(n):
+    return ops.arange(n, dtype="int32")
+
+
+def _softmax(logits, queries, keys, causal: bool):
+    """Scaled logits -> weights; ``causal`` hides the keys after each query."""
+    if causal:
+        logits = ops.where(keys[None, :] > queries[:, None], float("-inf"), logits)
+    return ops.softmax(logits, axis=-1)
+
+
+def _along(x, index):
+    """``take_along_axis`` on the last axis of ``x`` with a ``(rows, n)`` index shared by
+    every leading axis."""
+    index = ops.broadcast_to(index, (*ops.shape(x)[:-1], ops.shape(index)[-1]))
+    return ops.take_along_axis(x, index, axis=-1)
+
+
+def _naive(q, k, v, key_table, value_table, max_distance: int, causal: bool):
+    """Materialises a^K and a^V, ``(q_len, k_len, head_dim)`` each."""
+    queries, keys = query_positions(ops.shape(q)[-2], ops.shape(k)[-2], _arange), \
+        _arange(ops.shape(k)[-2])
+    index = relative_index(queries, keys, max_distance, ops.clip)
+    logits = ops.matmul(q, ops.swapaxes(k, -1, -2))
+    if key_table is not None:
+        logits = logits + ops.einsum("bhqd,qkd->bhqk", q, ops.take(key_table, index, axis=0))
+    weights = _softmax(logits * q.shape[-1] ** -0.5, queries, keys, causal)
+    out = ops.matmul(weights, v)
+    if value_table is not None:
+        out = out + ops.einsum("bhqk,qkd->bhqd", weights, ops.take(value_table, index, axis=0))
+    return out
+
+
+def _skew(q, k, v, key_table, value_table, max_distance: int, causal: bool):
+    """Never materialises a^K or a^V; works on blocks of queries."""
+    q_len, k_len = q.shape[-2], k.shape[-2]
+    queries = query_positions(ops.shape(q)[-2], ops.shape(k)[-2], _arange)
+    keys = _arange(ops.shape(k)[-2])
+    outs = []
+    for start, stop in query_blocks(q_len, k_len, q.shape[1]):
+        block, at = q[..., start:stop, :], queries[start:stop]
+        logits = ops.matmul(block, ops.swapaxes(k, -1, -2))
+        if key_table is not None:
+            by_distance = ops.matmul(block, ops.transpose(key_table))   # (..., block, 2k+1)
+            index = relative_index(at, keys, max_distance, ops.clip)
+            logits = logits + _along(by_distance, index)
+        weights = _softmax(logits * q.shape[-1] ** -0.5, at, keys, causal)
+        out = ops.matmul(weights, v)
+        if value_table is not None:
+            ends = bucket_boundaries(at, ops.shape(k)[-2], max_distance, ops.clip, _arange)
+            summed = (_along(ops.cumsum(weights, axis=-1), ops.maximum(ends, 0))
+                      * ops.cast(ends >= 0, "float32"))
+            out = out + ops.matmul(summed[..., 1:] - summed[..., :-1], value_table)
+        outs.append(out)
+    return outs[0] if len(outs) == 1 else ops.concatenate(outs, axis=-2)
+
+
+_METHODS = {"naive": _naive, "skew": _skew}
+assert set(_METHODS) == set(SHAW_METHODS)
+
+
+def _tables(tables, rows: int, head_dim, distance: str, what: str):
+    """Check each ``(name, table)`` pair; the tables as float32 (or ``None``)."""
+    out = []
+    for name, table in tables:
+        if table is not None:
+            table = ops.convert_to_tensor(table)
+            check_relative_table(name, table.shape, rows, head_dim, what=what, distance=distance)
+            table = ops.cast(table, "float32")
+        out.append(table)
+    return out
+
+
+def _float(*tensors):
+    return [ops.cast(t, "float32") for t in tensors]
+
+
+def shaw_attention(q, k, v, key_table, value_table, max_distance: int, *, causal: bool = False,
+                   method: str = "skew"):
+    """Softmax attention with Shaw et al.'s relative key and value representations.
+
+    For the query at position ``i`` and the key at position ``j``,
+
+    ``e_ij = q_i . (k_j + a^K_ij) / sqrt(head_dim)``,
+    ``z_i = sum_j softmax_j(e_ij) (v_j + a^V_ij)``,
+
+    with ``a^K_ij = key_table[clip(j - i, -k, k) + k]`` and likewise ``a^V``
+    (:func:`shaw_relative_index`). The queries are the last ``q_len`` of the
+    ``k_len`` positions, so a decoder that caches its keys and values passes
+    its new queries and every key so far. ``causal=True`` hides the keys after
+    each query.
+
+    ``method="naive"`` gathers the relative tensors a^K and a^V, ``(q_len,
+    k_len, head_dim)`` each: ``q_len * k_len * head_dim`` numbers, 1 GiB in
+    float32 for 2048 positions and ``head_dim = 64``. ``method="skew"`` never
+    does (Huang et al.'s Music Transformer): it multiplies the queries by the
+    key table, ``(..., q_len, 2k + 1)``, and gathers those products into the
+    ``(q_len, k_len)`` logits; for the values it sums each query's attention
+    weights into the ``2k + 1`` distance buckets (from running sums over the
+    keys) and multiplies the ``(..., q_len, 2k + 1)`` sums by the value table.
+    It works on blocks of queries (:func:`posenc.shaw.query_blocks`) so that
+    no temporary grows with ``q_len * k_len``. Both give the same numbers
+    within float32 rounding.
+
+    Everything is computed in float32 whatever the layer's policy; the result
+    has ``q``'s dtype.
+
+    Args:
+        q: ``(batch, heads, q_len, head_dim)`` queries.
+        k: ``(batch, heads, k_len, head_dim)`` keys, ``k_len >= q_len``.
+        v: ``(batch, heads, k_len, head_dim)`` values.
+        key_table: ``(2 * max_distance + 1, head_dim)`` rows ``a^K`` for the
+            relative positions ``-k .. k``, or ``None`` for no relative keys.
+        value_table: the same for ``a^V``, or ``None`` for no relative values
+            (Shaw et al.'s Table 3 compares keys only, values only and both).
+        max_distance: the clipping distance ``k >= 0``; ``k = 0`` gives every
+            pair the same row, which shifts the logits of a query by one
+            constant (a no-op for the softmax) and adds ``value_table[0]`` to
+            every output: attention without positions.
+        causal: hide the keys after each query. Default ``False``.
+        method: ``"skew"`` (default) or ``"naive"``
+            (:data:`posenc.shaw.SHAW_METHODS`).
+
+    Returns:
+        Tensor ``(batch, heads, q_len, head_dim)`` of ``q``'s dtype.
+
+    Example:
+        >>> q = k = v = keras.random.normal((1, 2, 5, 4), seed=0)
+        >>> tables = keras.random.normal((2, 3, 4), seed=1)
+        >>> out = shaw_attention(q, k, v, tables[0], tables[1], 1)
+        >>> tuple(out.shape)
+        (1, 2, 5, 4)
+        >>> bool(keras.ops.all(keras.ops.isclose(out, shaw_attention(
+        ...     q, k, v, tables[0], tables[1], 1, method="naive"), atol=1e-5)))
+        True
+
+    References:
+        Shaw et al., "Self-Attention with Relative Position Representations",
+        NAACL 2018.
+        Huang et al., "Music Transformer: Generating Music with Long-Term
+        Structure", ICLR 2019, section 3.4.1.
+    """
+    what = "shaw_attention"
+    max_distance = check_max_distance(max_distance, what=what)
+    causal = check_bool("causal", causal, what=what)
+    method = check_choice("method", method, SHAW_METHODS, what=what)
+    q, k, v = (ops.convert_to_tensor(t) for t in (q, k, v))
+    check_attention(q.shape, k.shape, v.shape, what=what)
+    tables = _tables((("key_table", key_table), ("value_table", value_table)),
+                     2 * max_distance + 1, q.shape[-1], "max_distance", what)
+    if q.shape[-2] == 0:
+        return ops.zeros_like(q)
+    out = _METHODS[method](*_float(q, k, v), *tables, max_distance, causal)
+    return ops.cast(out, dtype_of(q))
+
+
+def windowed_attention(q, k, v, window: int, *, key_table=None, value_table=None,
+                       causal: bool = False):
+    """Attention in which each query sees only the keys within ``window`` positions.
+
+    The query at position ``i`` attends to the keys ``j`` with
+    ``|j - i| <= window`` (``i - window <= j <= i`` when ``causal``), with
+    Shaw et al.'s relative representations read from tables of one row per
+    relative position ``-window .. window``: the same numbers as
+    :func:`shaw_attention` with ``max_distance=window`` and every other key
+    masked out. Each query gathers its ``2 * window + 1`` keys and values at
+    once (``(..., q_len, 2 * window + 1, head_dim)``), so the cost grows with
+    ``q_len * window``, not ``q_len * k_len``, with no loop over positions; the
+    relative logits are simply ``q @ key_table.T``, no gather needed. Queries
+    are the last ``q_len`` of the ``k_len`` positions.
+
+    Computed in float32; the result has ``q``'s dtype.
+
+    Args:
+        q: ``(batch, heads, q_len, head_dim)`` queries.
+        k: ``(batch, heads, k_len, head_dim)`` keys, ``k_len >= q_len``.
+        v: ``(batch, heads, k_len, head_dim)`` values.
+        window: how many positions each query sees on each side, ``>= 0``.
+        key_table: optional ``(2 * window + 1, head_dim)`` relative keys.
+            Default ``None``: no relative keys.
+        value_table: optional ``(2 * window + 1, head_dim)`` relative values.
+            Default ``None``.
+        causal: see only the window's past half and the query itself.
+            Default ``False``.
+
+    Returns:
+        Tensor ``(batch, heads, q_len, head_dim)`` of ``q``'s dtype.
+
+    Example:
+        >>> q = k = v = keras.random.normal((1, 2, 6, 4), seed=0)
+        >>> table = keras.random.normal((5, 4), seed=1)
+        >>> tuple(windowed_attention(q, k, v, 2, key_table=table).shape)
+        (1, 2, 6, 4)
+
+    References:
+        Shaw et al., "Self-Attention with Relative Position Representations",
+        NAACL 2018.
+        Beltagy et al., "Longformer: The Long-Document Transformer",
+        arXiv:2004.05150, 2020 (sliding-window attention).
+    """
+    what = "windowed_attention"
+    window = check_window(window, what=what)
+    causal = check_bool("causal", causal, what=what)
+    q, k, v = (ops.convert_to_tensor(t) for t in (q, k, v))
+    q_len, _ = check_attention(q.shape, k.shape, v.shape, what=what)
+    key_table, value_table = _tables((("key_table", key_table), ("value_table", value_table)),
+                                     2 * window + 1, q.shape[-1], "window", what)
+    if q_len == 0:
+        return ops.zeros_like(q)
+    k_len = ops.shape(k)[-2]
+    queries = query_positions(ops.shape(q)[-2], k_len, _arange)
+    seen = window_index(queries, window, _arange)                    # (q_len, 2w+1)
+    visible = ops.logical_and(seen >= 0, seen < k_len)
+    if causal:
+        visible = ops.logical_and(visible, seen <= queries[:, None])
+    seen = ops.clip(seen, 0, k_len - 1)
+    qf, kf, vf = _float(q, k, v)
+    logits = ops.einsum("bhqd,bhqwd->bhqw", qf, ops.take(kf, seen, axis=2))
+    if key_table is not None:
+        logits = logits + ops.matmul(qf, ops.transpose(key_table))
+    logits = ops.where(visible, logits * q.shape[-1] ** -0.5, float("-inf"))
+    weights = ops.softmax(logits, axis=-1)
+    out = ops.einsum("bhqw,bhqwd->bhqd", weights, ops.take(vf, seen, axis=2))
+    if value_table is not None:
+        out = out + ops.matmul(weights, value_table)
+    return ops.cast(out, dtype_of(q))
+
+
+# --------------------------------------------------------------------------- the layer
+
+@keras.saving.register_keras_serializable(package="posenc")
+class ShawRelativeAttention(keras.layers.Layer):
+    """Multi-head self-attention with Shaw et al.'s relative position representations.
+
+    Projects ``x`` to queries, keys and values, splits them into ``num_heads``
+    heads of ``dim // num_heads`` features, runs :func:`shaw_attention` with
+    one learned key table and one learned value table shared by every head (as
+    in Shaw et al.), and projects the heads back to ``dim``. No absolute
+    position is added anywhere: the model sees only the clipped distances
+    ``j - i``. The key projection has no bias: it would add ``q_i . b`` to
+    every logit of a row, which the softmax ignores.
+
+    Args:
+        dim: model width; must equal ``x.shape[-1]``.
+        num_heads: number of heads; must divide ``dim``.
+        max_distance: the clipping distance ``k >= 0`` (tables of ``2k + 1``
+            rows).
+        causal: each position attends only to itself and the ones before it.
+            Default ``False``.
+        method: ``"skew"`` (default) or ``"naive"``; the same numbers, see
+            :func:`shaw_attention`.
+
+    Call arguments:
+        x: ``(batch, seq, dim)`` embeddings.
+
+    Returns:
+        Tensor of the shape of ``x`` in the layer's compute dtype.
+
+    Weights:
+        query_kernel, key_kernel, value_kernel, output_kernel: ``(dim, dim)``,
+        applied as ``x @ kernel``; Glorot-uniform.
+        query_bias, value_bias, output_bias: ``(dim,)``; zeros.
+        key_table, value_table: ``(2 * max_distance + 1, dim // num_heads)``;
+        normal with standard deviation 0.02.
+
+    Example:
+        >>> attn = ShawRelativeAttention(16, 2, 4, causal=True)
+        >>> tuple(attn(keras.random.normal((3, 10, 16), seed=0)).shape)
+        (3, 10, 16)
+
+    References:
+        Shaw et al., "Self-Attention with Relative Position Representations",
+        NAACL 2018.
+    """
+
+    def __init__(self, dim: int, num_heads: int, max_distance: int, *, causal: bool = False,
+                 method: str = "skew", **kwargs):
+        kwargs.setdefault("autocast", False)   # the weights are read in float32
+        super().__init__(**kwargs)
+        what = "ShawRelativeAttention"
+        self.dim, self.num_heads = check_heads(dim, num_heads, what=what)
+        self.max_distance = check_max_distance(max_distance, what=what)
+        self.causal = check_bool("causal", causal, what=what)
+        self.method = check_choice("method", method, SHAW_METHODS, what=what)
+        self.head_dim = self.dim // self.num_heads
+        glorot, zeros = keras.initializers.GlorotUniform(), keras.initializers.Zeros()
+        for name in ("query", "key", "value", "output"):
+            setattr(self, f"{name}_kernel", self.add_weight(
+                name=f"{name}_kernel", shape=(self.dim, self.dim), initializer=glorot))
+        for name in ("query", "value", "output"):
+            setattr(self, f"{name}_bias", self.add_weight(
+                name=f"{name}_bias", shape=(self.dim,), initializer=zeros))
+        rows = 2 * self.max_distance + 1
+        table = keras.initializers.RandomNormal(stddev=TABLE_INIT_STD)
+        self.key_table = self.add_weight(name="key_table", shape=(rows, self.head_dim),
+                                         initializer=table)
+        self.value_table = self.add_weight(name="value_table", shape=(rows, self.head_dim),
+                                           initializer=table)
+        self.built = True
+
+    def _heads(self, x, kernel, bias=None):
+        """``x @ kernel (+ bias)`` in float32, split into ``(batch, heads, seq, head_dim)``."""
+        y = ops.matmul(x, ops.cast(kernel, "float32"))
+        if bias is not None:
+            y = y + ops.cast(bias, "float32")
+        batch, seq = ops.shape(x)[0], ops.shape(x)[1]
+        return ops.transpose(ops.reshape(y, (batch, seq, self.num_heads, self.head_dim)),
+                             (0, 2, 1, 3))
+
+    def call(self, x):
+        what = type(self).__name__
+        x = ops.convert_to_tensor(x)
+        check_embeddings(x.shape, self.dim, what=what)
+        check_rank("x", x.shape, 3, what=what, fix="pass (batch, seq, dim) embeddings")
+        if x.shape[-2] == 0:
+            return ops.cast(x, self.compute_dtype)
+        x = ops.cast(x, "float32")
+        q = self._heads(x, self.query_kernel, self.query_bias)
+        k = self._heads(x, self.key_kernel)
+        v = self._heads(x, self.value_kernel, self.value_bias)
+        z = shaw_attention(q, k, v, self.key_table, self.value_table, self.max_distance,
+                           causal=self.causal, method=self.method)
+        z = ops.reshape(ops.transpose(z, (0, 2, 1, 3)), (ops.shape(x)[0], ops.shape(x)[1],
+                                                          self.dim))
+        out = (ops.matmul(z, ops.cast(self.output_kernel, "float32"))
+               + ops.cast(self.output_bias, "float32"))
+        return ops.cast(out, self.compute_dtype)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"dim": self.dim, "num_heads": self.num_heads,
+                       "max_distance": self.max_distance, "causal": self.causal,
+                       "method": self.method})
+        return config

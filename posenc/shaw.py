@@ -1,0 +1,166 @@
+"""Shaw et al.'s relative position representations (framework-free): the index maps.
+
+Shaw et al. (2018) give every pair of a query ``i`` and a key ``j`` two learned
+vectors, ``a^K_ij`` in the logits and ``a^V_ij`` in the values, read from two
+tables of ``2k + 1`` rows at the row ``clip(j - i, -k, k) + k`` (``k`` is the
+clipping distance ``max_distance``). Queries are the last ``q_len`` of the
+``k_len`` positions (decoding with a cache), so query row ``r`` sits at
+position ``k_len - q_len + r``.
+
+Everything here is an index map written once and used by both faces: the
+functions take positions (NumPy arrays, or the tensors of either face) and the
+framework's ``clip``, and use only ``+``, ``-``, indexing and that ``clip``. The
+registry :data:`SHAW_METHODS` names the ways of computing the attention. The
+argument checks of the family live in :mod:`posenc._checks`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from posenc._checks import check_lengths, check_max_distance
+
+__all__ = ["SHAW_METHODS", "SKEW_BLOCK_ELEMENTS", "query_blocks", "query_positions",
+           "relative_index", "bucket_boundaries", "window_index", "shaw_relative_index"]
+
+#: method name -> what it materialises. Both faces implement every entry and give the
+#: same numbers (within float32 rounding).
+SHAW_METHODS = {
+    "naive": "gathers the (q_len, k_len, head_dim) tensors a^K and a^V, then contracts them "
+             "with the queries and the attention weights",
+    "skew": "multiplies the queries by the key table, (..., q_len, 2k+1), gathers that into "
+            "the (q_len, k_len) logits, and sums the attention weights into 2k+1 distance "
+            "buckets before multiplying by the value table; queries in blocks",
+}
+
+#: The skew method works on blocks of queries so that each ``(block, k_len)`` temporary
+#: holds at most ``batch * SKEW_BLOCK_ELEMENTS`` numbers (heads * block * k_len <= this).
+SKEW_BLOCK_ELEMENTS = 1 << 22
+
+#: Added to and subtracted from the query position for the two clipped buckets'
+#: outer boundaries (any number beyond every sequence length would do).
+_FAR = 1 << 30
+
+
+def query_blocks(q_len, k_len, heads) -> list[tuple]:
+    """The ``(start, stop)`` query blocks of the skew method.
+
+    Each block's ``(heads, block, k_len)`` temporaries hold at most
+    :data:`SKEW_BLOCK_ELEMENTS` numbers per example, so the peak memory does not
+    grow with ``q_len * k_len``. A length that is not known yet (``None``, a
+    symbolic Keras shape) gives one block, ``[(0, q_len)]``.
+
+    Example:
+        >>> query_blocks(1024, 2048, 8)
+        [(0, 256), (256, 512), (512, 768), (768, 1024)]
+    """
+    if not all(isinstance(n, int) for n in (q_len, k_len, heads)):
+        return [(0, q_len)]
+    size = max(1, SKEW_BLOCK_ELEMENTS // max(1, heads * k_len))
+    return [(start, min(start + size, q_len)) for start in range(0, q_len, size)]
+
+
+def query_positions(q_len, k_len, arange):
+    """Absolute positions of the queries, ``k_len - q_len .. k_len - 1``.
+
+    ``arange`` is the framework's ``arange`` (``np.arange``, ``torch.arange``,
+    ``keras.ops.arange``); the lengths may be dynamic tensors where it accepts them.
+
+    Example:
+        >>> query_positions(2, 5, np.arange)
+        array([3, 4])
+    """
+    return arange(q_len) + (k_len - q_len)
+
+
+def relative_index(queries, keys, max_distance: int, clip):
+    """Table row of each (query, key) pair: ``clip(j - i, -k, k) + k``.
+
+    Args:
+        queries: ``(q_len,)`` absolute query positions ``i``.
+        keys: ``(k_len,)`` key positions ``j``.
+        max_distance: the clipping distance ``k >= 0``.
+        clip: the framework's ``clip(x, low, high)``.
+
+    Returns:
+        ``(q_len, k_len)`` integers in ``0 .. 2k``.
+
+    Example:
+        >>> relative_index(np.arange(3), np.arange(3), 1, np.clip)
+        array([[1, 2, 2],
+               [0, 1, 2],
+               [0, 0, 1]])
+    """
+    return clip(keys[None, :] - queries[:, None], -max_distance, max_distance) + max_distance
+
+
+def bucket_boundaries(queries, k_len, max_distance: int, clip, arange):
+    """Where each distance bucket of each query ends, for the skew method's values.
+
+    Bucket ``r`` of query ``i`` holds the keys ``j`` with
+    ``clip(j - i, -k, k) + k == r``: all ``j <= i - k`` for ``r = 0``, the one key
+    ``j = i + r - k`` for ``0 < r < 2k``, all ``j >= i + k`` for ``r = 2k``. With
+    ``C`` the running sum of a row of attention weights over the keys (``C[-1] =
+    0``), the weight bucket ``r`` receives is ``C[e[r + 1]] - C[e[r]]``, where
+    ``e`` is this function's row: ``2k + 2`` key indices in ``-1 .. k_len - 1``,
+    non-decreasing.
+
+    Args:
+        queries: ``(q_len,)`` absolute query positions.
+        k_len: number of keys (an int, or a dynamic length).
+        max_distance: the clipping distance ``k >= 0``.
+        clip: the framework's ``clip(x, low, high)``.
+        arange: the framework's ``arange``.
+
+    Returns:
+        ``(q_len, 2k + 2)`` integers.
+
+    Example:
+        >>> bucket_boundaries(np.arange(4), 4, 1, np.clip, np.arange)
+        array([[-1, -1,  0,  3],
+               [-1,  0,  1,  3],
+               [-1,  1,  2,  3],
+               [-1,  2,  3,  3]])
+    """
+    k = max_distance
+    step = arange(2 * k + 2) - (k + 1)         # -k-1 .. k: the last key of each bucket - i
+    # The first boundary (-k-1) moves to -_FAR and the last (k) to +_FAR, so that clipping
+    # sends them to -1 and k_len - 1 whatever i is: the two clipped buckets.
+    last = clip(step, k - 1, k) - (k - 1)      # 1 for the last entry, else 0
+    first = -k - clip(step, -k - 1, -k)        # 1 for the first entry, else 0
+    offsets = step + _FAR * (last - first)
+    return clip(queries[:, None] + offsets[None, :], -1, k_len - 1)
+
+
+def window_index(queries, window: int, arange):
+    """Keys seen by each query of a window of ``window`` positions on each side.
+
+    Column ``c`` of row ``i`` is the key ``i + c - window``, whose relative
+    position ``j - i = c - window`` reads row ``c`` of a ``(2 * window + 1, ...)``
+    table; keys outside ``0 .. k_len - 1`` are the caller's to mask.
+
+    Example:
+        >>> window_index(np.arange(3), 1, np.arange)
+        array([[-1,  0,  1],
+               [ 0,  1,  2],
+               [ 1,  2,  3]])
+    """
+    return queries[:, None] + (arange(2 * window + 1) - window)[None, :]
+
+
+def shaw_relative_index(q_len: int, k_len: int, max_distance: int) -> np.ndarray:
+    """Shaw et al.'s table rows ``clip(j - i, -k, k) + k`` as a NumPy int64 array.
+
+    The queries are the last ``q_len`` of the ``k_len`` positions. The faces'
+    functions of the same name return the same numbers as a tensor.
+
+    Example:
+        >>> shaw_relative_index(2, 4, 1)
+        array([[0, 0, 1, 2],
+               [0, 0, 0, 1]])
+    """
+    what = "shaw_relative_index"
+    q_len, k_len = check_lengths(q_len, k_len, what=what)
+    max_distance = check_max_distance(max_distance, what=what)
+    return relative_index(query_positions(q_len, k_len, np.arange), np.arange(k_len),
+                          max_distance, np.clip).astype(np.int64)
