@@ -100,8 +100,8 @@ def shaw_relative_index(q_len, k_len, max_distance):
     return ops.clip(j - i, -max_distance, max_distance) + max_distance
 
 
-def shaw_attention(q, k, v, key_table, value_table, max_distance, causal=False):
-    """Shaw et al.'s attention, the naive way: gather a (q_len, k_len, head_dim) tensor twice."""
+def shaw_attention(q, k, v, key_table, value_table, max_distance, causal=False, mask=None):
+    """Shaw et al.'s attention, naively: two (q_len, k_len, head_dim) gathers; mask True = seen."""
     q_len, k_len = q.shape[-2], k.shape[-2]
     idx = shaw_relative_index(q_len, k_len, max_distance)
     a_k, a_v = ops.take(key_table, idx, axis=0), ops.take(value_table, idx, axis=0)
@@ -110,6 +110,8 @@ def shaw_attention(q, k, v, key_table, value_table, max_distance, causal=False):
     if causal:                                                  # keys after the query: -inf
         future = ops.triu(ops.ones((q_len, k_len), dtype="bool"), k_len - q_len + 1)
         scores = ops.where(future, float("-inf"), scores)
+    if mask is not None:
+        scores = ops.where(mask, scores, float("-inf"))
     w = ops.softmax(scores, axis=-1)
     return ops.matmul(w, v) + ops.einsum("...ij,ijd->...id", w, a_v)
 

@@ -99,8 +99,8 @@ def shaw_relative_index(q_len, k_len, max_distance):
     return (j - i).clamp(-max_distance, max_distance) + max_distance
 
 
-def shaw_attention(q, k, v, key_table, value_table, max_distance, causal=False):
-    """Shaw et al.'s attention, the naive way: gather a (q_len, k_len, head_dim) tensor twice."""
+def shaw_attention(q, k, v, key_table, value_table, max_distance, causal=False, mask=None):
+    """Shaw et al.'s attention, naively: two (q_len, k_len, head_dim) gathers; mask True = seen."""
     q_len, k_len = q.shape[-2], k.shape[-2]
     idx = shaw_relative_index(q_len, k_len, max_distance).to(q.device)
     a_k, a_v = key_table[idx], value_table[idx]                 # (q_len, k_len, head_dim) each
@@ -109,6 +109,8 @@ def shaw_attention(q, k, v, key_table, value_table, max_distance, causal=False):
     if causal:                                                  # keys after the query: -inf
         future = torch.ones(q_len, k_len, dtype=torch.bool, device=q.device).triu(k_len - q_len + 1)
         scores = scores.masked_fill(future, float("-inf"))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
     w = torch.softmax(scores, dim=-1)
     return w @ v + torch.einsum("...ij,ijd->...id", w, a_v)
 
