@@ -604,7 +604,7 @@ def check_lr(lr, *, what: str = "") -> float:
                        fix="Adam's usual range is 1e-4 .. 1e-2")
 
 
-# --------------------------------------------------------------------------- relative attention (Shaw)
+# --------------------------------------------------------------------------- relative attention
 
 
 def check_max_distance(max_distance, *, what: str = "") -> int:

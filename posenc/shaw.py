@@ -21,7 +21,8 @@ import numpy as np
 from posenc._checks import check_lengths, check_max_distance
 
 __all__ = ["SHAW_METHODS", "SKEW_BLOCK_ELEMENTS", "query_blocks", "query_positions",
-           "relative_index", "bucket_boundaries", "window_index", "shaw_relative_index"]
+           "relative_index", "bucket_boundaries", "window_index", "window_block",
+           "band_columns", "band_offsets", "MASKED_LOGIT", "shaw_relative_index"]
 
 #: method name -> what it materialises. Both faces implement every entry and give the
 #: same numbers (within float32 rounding).
@@ -36,6 +37,10 @@ SHAW_METHODS = {
 #: The skew method works on blocks of queries so that each ``(block, k_len)`` temporary
 #: holds at most ``batch * SKEW_BLOCK_ELEMENTS`` numbers (heads * block * k_len <= this).
 SKEW_BLOCK_ELEMENTS = 1 << 22
+
+#: The logit of a key outside a query's window: finite, so that the padding rows of a block,
+#: which see no key, get uniform weights (dropped afterwards) instead of NaN.
+MASKED_LOGIT = -1e30
 
 #: Added to and subtracted from the query position for the two clipped buckets'
 #: outer boundaries (any number beyond every sequence length would do).
@@ -146,6 +151,49 @@ def window_index(queries, window: int, arange):
                [ 1,  2,  3]])
     """
     return queries[:, None] + (arange(2 * window + 1) - window)[None, :]
+
+
+def window_block(window: int) -> int:
+    """Queries per block of windowed attention: ``max(2 * window, 16)``.
+
+    Block ``m`` of ``B`` queries needs the ``B + 2 * window`` keys around it, which
+    fit in two consecutive blocks of keys when ``B >= 2 * window``; the blocks'
+    logits are one batched matrix product, ``(B, B + 2 * window)`` per block.
+
+    Example:
+        >>> window_block(32), window_block(2)
+        (64, 16)
+    """
+    return max(2 * window, 16)
+
+
+def band_columns(block: int, window: int, arange):
+    """Where the window of each query of a block lies among the block's keys.
+
+    Row ``r`` (query ``r`` of the block), column ``c`` (relative position
+    ``c - window``) is the key column ``r + c`` of the block's ``block + 2 *
+    window`` keys, which start ``window`` positions before the block.
+
+    Example:
+        >>> band_columns(3, 1, np.arange)
+        array([[0, 1, 2],
+               [1, 2, 3],
+               [2, 3, 4]])
+    """
+    return arange(block)[:, None] + arange(2 * window + 1)[None, :]
+
+
+def band_offsets(block: int, window: int, arange):
+    """The inverse of :func:`band_columns`: for query ``r`` of a block and key column ``j``
+    of its keys, the window column ``j - r`` (in ``0 .. 2 * window`` when the key is in
+    the query's window).
+
+    Example:
+        >>> band_offsets(2, 1, np.arange)
+        array([[ 0,  1,  2,  3],
+               [-1,  0,  1,  2]])
+    """
+    return arange(block + 2 * window)[None, :] - arange(block)[:, None]
 
 
 def shaw_relative_index(q_len: int, k_len: int, max_distance: int) -> np.ndarray:

@@ -72,6 +72,14 @@ CONTRACT = {
     "laplacian_positions": [p("adjacency"), p("k"), kw("normalized", True),
                             kw("return_eigenvalues", False)],
     "LaplacianEncoding": [p("k"), p("dim"), kw("sign_flip", True), kw("seed", None)],
+    # Shaw et al.'s relative attention.
+    "shaw_relative_index": [p("q_len"), p("k_len"), p("max_distance")],
+    "shaw_attention": [p("q"), p("k"), p("v"), p("key_table"), p("value_table"),
+                       p("max_distance"), kw("causal", False), kw("method", "skew")],
+    "ShawRelativeAttention": [p("dim"), p("num_heads"), p("max_distance"), kw("causal", False),
+                              kw("method", "skew")],
+    "windowed_attention": [p("q"), p("k"), p("v"), p("window"), kw("key_table", None),
+                           kw("value_table", None), kw("causal", False)],  # beyond the contract
 }
 
 # The contract's names that no face exports yet, with the signatures it states (None: a
@@ -88,14 +96,10 @@ PLANNED = {
     "t5_buckets": [p("relative_position"), kw("bidirectional", True), kw("num_buckets", 32),
                    kw("max_distance", 128)],
     "swin_relative_index": [p("window_h"), p("window_w")],
-    "shaw_relative_index": [p("q_len"), p("k_len"), p("max_distance")],
-    "shaw_attention": [p("q"), p("k"), p("v"), p("key_table"), p("value_table"),
-                       p("max_distance"), kw("causal", False), kw("method", "skew")],
     "RotaryEmbedding": None,
     "ALiBiBias": None,
     "T5RelativeBias": None,
     "SwinRelativeBias": None,
-    "ShawRelativeAttention": None,
     "MultiHeadAttention": None,
     "Transformer": None,
 }

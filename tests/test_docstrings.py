@@ -10,11 +10,11 @@ import pytest
 
 MODULES = [
     "posenc.sinusoidal", "posenc.learned", "posenc.regularization", "posenc.structured",
-    "posenc.theory", "posenc.tasks",
+    "posenc.theory", "posenc.tasks", "posenc.shaw",
     "posenc.torch.sinusoidal", "posenc.torch.learned", "posenc.torch.regularization",
-    "posenc.torch.structured", "posenc.torch.tasks",
+    "posenc.torch.structured", "posenc.torch.tasks", "posenc.torch.shaw",
     "posenc.keras.sinusoidal", "posenc.keras.learned", "posenc.keras.regularization",
-    "posenc.keras.structured", "posenc.keras.tasks",
+    "posenc.keras.structured", "posenc.keras.tasks", "posenc.keras.shaw",
 ]
 
 

@@ -508,7 +508,87 @@ COORDINATES_AND_GRAPHS = [
         "with k=3, got eigenvectors.shape=(6, 2)"),
 ]
 
-ROWS = [*SINUSOIDAL, *LEARNED, *REGULARIZATION, *STRUCTURED, *COORDINATES_AND_GRAPHS]
+
+def qkv(q_len=3, k_len=3, heads=2, head_dim=4):
+    """Zero queries, keys and values ``(1, heads, len, head_dim)`` as NumPy arrays."""
+    return (table(1, heads, q_len, head_dim), table(1, heads, k_len, head_dim),
+            table(1, heads, k_len, head_dim))
+
+
+SHAW_TABLES = (table(5, 4), table(5, 4))    # max_distance=2, head_dim=4
+
+SHAW = [
+    *[row(f"ShawRelativeAttention-num_heads={n!r}", make("ShawRelativeAttention", 8, n, 2),
+          f"ShawRelativeAttention: num_heads must be a positive integer, got num_heads={n!r}",
+          "use at least one attention head")
+      for n in (0, -2, 2.0)],
+    row("ShawRelativeAttention-heads-do-not-divide", make("ShawRelativeAttention", 10, 4, 2),
+        "ShawRelativeAttention: num_heads must divide dim (each head gets dim // num_heads "
+        "features), got dim=10 and num_heads=4; use num_heads=2 or num_heads=5, or a dim that "
+        "is a multiple of 4"),
+    row("ShawRelativeAttention-dim=0", make("ShawRelativeAttention", 0, 1, 2),
+        "ShawRelativeAttention: dim must be a positive integer, got dim=0"),
+    *[row(f"ShawRelativeAttention-max_distance={k!r}", make("ShawRelativeAttention", 8, 2, k),
+          f"ShawRelativeAttention: max_distance must be a non-negative integer, got "
+          f"max_distance={k!r}", "Shaw et al. found k >= 2 enough")
+      for k in (-1, 1.5, None)],
+    row("ShawRelativeAttention-method", make("ShawRelativeAttention", 8, 2, 2, method="fast"),
+        "ShawRelativeAttention: method must be one of 'naive', 'skew', got method='fast'"),
+    row("ShawRelativeAttention-causal", make("ShawRelativeAttention", 8, 2, 2, causal="yes"),
+        "ShawRelativeAttention: causal must be True or False, got causal='yes'"),
+    row("ShawRelativeAttention-width", run("ShawRelativeAttention", (8, 2, 2), (1, 3, 6)),
+        "ShawRelativeAttention: x must be (..., seq, dim) with dim=8, got x.shape=(1, 3, 6)"),
+    row("ShawRelativeAttention-rank-4", run("ShawRelativeAttention", (8, 2, 2), (1, 1, 3, 8)),
+        "ShawRelativeAttention: x must have rank 3, got shape (1, 1, 3, 8) (rank 4); pass "
+        "(batch, seq, dim) embeddings"),
+    row("shaw_relative_index-q_len>k_len", fn("shaw_relative_index", 5, 3, 2),
+        "shaw_relative_index: q_len must be at most k_len (the queries are the last q_len of "
+        "the k_len positions), got q_len=5 and k_len=3; pass every key the queries may attend "
+        "to, the cached ones included"),
+    row("shaw_relative_index-max_distance=-1", fn("shaw_relative_index", 3, 3, -1),
+        "shaw_relative_index: max_distance must be a non-negative integer, got max_distance=-1"),
+    row("shaw_relative_index-k_len=-1", fn("shaw_relative_index", 0, -1, 2),
+        "shaw_relative_index: k_len must be a non-negative integer, got k_len=-1"),
+    row("shaw_attention-q_len>k_len", fn("shaw_attention", *qkv(5, 3), *SHAW_TABLES, 2),
+        "shaw_attention: q_len must be at most k_len", "got q_len=5 and k_len=3"),
+    row("shaw_attention-max_distance=-1", fn("shaw_attention", *qkv(), *SHAW_TABLES, -1),
+        "shaw_attention: max_distance must be a non-negative integer, got max_distance=-1"),
+    row("shaw_attention-key_table-rows", fn("shaw_attention", *qkv(), table(4, 4), table(5, 4), 2),
+        "shaw_attention: key_table must have shape (2 * max_distance + 1, head_dim) = (5, 4) "
+        "for max_distance=2, got key_table.shape=(4, 4); build the table with one row per "
+        "relative position -2 .. 2, or pass the max_distance it was built for"),
+    row("shaw_attention-value_table-head_dim", fn("shaw_attention", *qkv(), table(5, 4),
+                                                  table(5, 8), 2),
+        "shaw_attention: value_table must have shape (2 * max_distance + 1, head_dim) = (5, 4) "
+        "for max_distance=2, got value_table.shape=(5, 8)"),
+    row("shaw_attention-table-rank-1", fn("shaw_attention", *qkv(), table(5), table(5, 4), 2),
+        "key_table.shape=(5,)"),
+    row("shaw_attention-method", fn("shaw_attention", *qkv(), *SHAW_TABLES, 2, method="fast"),
+        "shaw_attention: method must be one of 'naive', 'skew', got method='fast'"),
+    row("shaw_attention-causal", fn("shaw_attention", *qkv(), *SHAW_TABLES, 2, causal=1),
+        "shaw_attention: causal must be True or False, got causal=1"),
+    row("shaw_attention-rank-3", fn("shaw_attention", table(2, 3, 4), *qkv()[1:], *SHAW_TABLES, 2),
+        "shaw_attention: q must have rank 4, got shape (2, 3, 4) (rank 3); lay attention "
+        "tensors out as (batch, heads, seq, head_dim)"),
+    row("shaw_attention-heads", fn("shaw_attention", *qkv(heads=2)[:2], table(1, 3, 3, 4),
+                                   *SHAW_TABLES, 2),
+        "shaw_attention: q, k and v must be (batch, heads, seq, head_dim) with the same batch, "
+        "heads and head_dim, and k and v the same seq, got q.shape=(1, 2, 3, 4), "
+        "k.shape=(1, 2, 3, 4), v.shape=(1, 3, 3, 4)"),
+    *[row(f"windowed_attention-window={w!r}", fn("windowed_attention", *qkv(), w),
+          f"windowed_attention: window must be a non-negative integer, got window={w!r}; "
+          "window counts the keys each query sees on each side, so a negative window is empty")
+      for w in (-1, 1.5, None)],
+    row("windowed_attention-key_table", lambda on: on.m.windowed_attention(
+        *[on.t(a) for a in qkv()], 1, key_table=on.t(table(5, 4))),
+        "windowed_attention: key_table must have shape (2 * window + 1, head_dim) = (3, 4) for "
+        "window=1, got key_table.shape=(5, 4); build the table with one row per relative "
+        "position -1 .. 1, or pass the window it was built for"),
+    row("windowed_attention-q_len>k_len", fn("windowed_attention", *qkv(4, 2), 1),
+        "windowed_attention: q_len must be at most k_len", "got q_len=4 and k_len=2"),
+]
+
+ROWS = [*SINUSOIDAL, *LEARNED, *REGULARIZATION, *STRUCTURED, *COORDINATES_AND_GRAPHS, *SHAW]
 
 
 @pytest.mark.parametrize("call, expected", ROWS)

@@ -24,11 +24,15 @@ from posenc._checks import (
 from posenc.keras._util import dtype_of
 from posenc.learned import TABLE_INIT_STD
 from posenc.shaw import (
+    MASKED_LOGIT,
     SHAW_METHODS,
+    band_columns,
+    band_offsets,
     bucket_boundaries,
     query_blocks,
     query_positions,
     relative_index,
+    window_block,
     window_index,
 )
 from posenc.shaw import shaw_relative_index as _shaw_relative_index
@@ -78,7 +82,7 @@ def _arange(n):
 
 
 def _softmax(logits, queries, keys, causal: bool):
-    """Scaled logits -> weights; ``causal`` hides the keys after each query."""
+    """Logits -> weights; ``causal`` hides the keys after each query."""
     if causal:
         logits = ops.where(keys[None, :] > queries[:, None], float("-inf"), logits)
     return ops.softmax(logits, axis=-1)
@@ -93,13 +97,14 @@ def _along(x, index):
 
 def _naive(q, k, v, key_table, value_table, max_distance: int, causal: bool):
     """Materialises a^K and a^V, ``(q_len, k_len, head_dim)`` each."""
+    q = q * q.shape[-1] ** -0.5
     queries, keys = query_positions(ops.shape(q)[-2], ops.shape(k)[-2], _arange), \
         _arange(ops.shape(k)[-2])
     index = relative_index(queries, keys, max_distance, ops.clip)
     logits = ops.matmul(q, ops.swapaxes(k, -1, -2))
     if key_table is not None:
         logits = logits + ops.einsum("bhqd,qkd->bhqk", q, ops.take(key_table, index, axis=0))
-    weights = _softmax(logits * q.shape[-1] ** -0.5, queries, keys, causal)
+    weights = _softmax(logits, queries, keys, causal)
     out = ops.matmul(weights, v)
     if value_table is not None:
         out = out + ops.einsum("bhqk,qkd->bhqd", weights, ops.take(value_table, index, axis=0))
@@ -113,13 +118,13 @@ def _skew(q, k, v, key_table, value_table, max_distance: int, causal: bool):
     keys = _arange(ops.shape(k)[-2])
     outs = []
     for start, stop in query_blocks(q_len, k_len, q.shape[1]):
-        block, at = q[..., start:stop, :], queries[start:stop]
+        block, at = q[..., start:stop, :] * q.shape[-1] ** -0.5, queries[start:stop]
         logits = ops.matmul(block, ops.swapaxes(k, -1, -2))
         if key_table is not None:
             by_distance = ops.matmul(block, ops.transpose(key_table))   # (..., block, 2k+1)
             index = relative_index(at, keys, max_distance, ops.clip)
             logits = logits + _along(by_distance, index)
-        weights = _softmax(logits * q.shape[-1] ** -0.5, at, keys, causal)
+        weights = _softmax(logits, at, keys, causal)
         out = ops.matmul(weights, v)
         if value_table is not None:
             ends = bucket_boundaries(at, ops.shape(k)[-2], max_distance, ops.clip, _arange)
@@ -238,10 +243,12 @@ def windowed_attention(q, k, v, window: int, *, key_table=None, value_table=None
     Shaw et al.'s relative representations read from tables of one row per
     relative position ``-window .. window``: the same numbers as
     :func:`shaw_attention` with ``max_distance=window`` and every other key
-    masked out. Each query gathers its ``2 * window + 1`` keys and values at
-    once (``(..., q_len, 2 * window + 1, head_dim)``), so the cost grows with
-    ``q_len * window``, not ``q_len * k_len``, with no loop over positions; the
-    relative logits are simply ``q @ key_table.T``, no gather needed. Queries
+    masked out. The queries go in blocks of ``B = max(2 * window, 16)``
+    (:func:`posenc.shaw.window_block`), each against the ``B + 2 * window`` keys
+    around it in one batched matrix product; the band of each query is then
+    gathered from those ``(B, B + 2 * window)`` logits. The cost grows with
+    ``q_len * window``, not ``q_len * k_len``, with no loop over positions, and
+    the relative logits are simply ``q @ key_table.T``. Queries
     are the last ``q_len`` of the ``k_len`` positions.
 
     Computed in float32; the result has ``q``'s dtype.
@@ -282,23 +289,52 @@ def windowed_attention(q, k, v, window: int, *, key_table=None, value_table=None
                                      2 * window + 1, q.shape[-1], "window", what)
     if q_len == 0:
         return ops.zeros_like(q)
-    k_len = ops.shape(k)[-2]
-    queries = query_positions(ops.shape(q)[-2], k_len, _arange)
-    seen = window_index(queries, window, _arange)                    # (q_len, 2w+1)
+    out = _windowed(*_float(q, k, v), key_table, value_table, window, causal)
+    return ops.cast(out, dtype_of(q))
+
+
+def _pad(t, front, back):
+    """Zero rows before and after the sequence axis (-2) of a rank-4 or rank-5 tensor."""
+    return ops.pad(t, [[0, 0]] * (len(t.shape) - 2) + [[front, back], [0, 0]])
+
+
+def _windowed(q, k, v, key_table, value_table, window: int, causal: bool):
+    """Blocks of ``B`` queries against their ``B + 2 * window`` keys, then the band."""
+    q_len, start = q.shape[-2], max(0, k.shape[-2] - q.shape[-2] - window)
+    k, v = k[..., start:, :], v[..., start:, :]        # keys before the first window: unused
+    k_len, block, span = k.shape[-2], window_block(window), 2 * window + 1
+    blocks = -(-k_len // block)
+    batch, heads, head_dim = ops.shape(q)[0], ops.shape(q)[1], q.shape[-1]
+
+    def key_blocks(t):  # (..., blocks, block + 2 * window, head_dim), from position -window
+        t = _pad(t, window, (blocks + 1) * block - window - k_len)
+        t = ops.reshape(t, (batch, heads, blocks + 1, block, head_dim))
+        return ops.concatenate((t[..., :-1, :, :], t[..., 1:, :, :]),
+                               axis=-2)[..., :block + span - 1, :]
+
+    # query row p of the padded sequence is the query at position p (its keys' coordinates)
+    qb = ops.reshape(_pad(q, k_len - q_len, blocks * block - k_len),
+                     (batch, heads, blocks, block, head_dim))
+    qb = qb * q.shape[-1] ** -0.5
+    logits = ops.matmul(qb, ops.swapaxes(key_blocks(k), -1, -2))     # (..., B, B + 2w)
+    logits = _along(logits, band_columns(block, window, _arange))
+    if key_table is not None:
+        logits = logits + ops.matmul(qb, ops.transpose(key_table))
+    positions = _arange(blocks * block)
+    seen = window_index(positions, window, _arange)
     visible = ops.logical_and(seen >= 0, seen < k_len)
     if causal:
-        visible = ops.logical_and(visible, seen <= queries[:, None])
-    seen = ops.clip(seen, 0, k_len - 1)
-    qf, kf, vf = _float(q, k, v)
-    logits = ops.einsum("bhqd,bhqwd->bhqw", qf, ops.take(kf, seen, axis=2))
-    if key_table is not None:
-        logits = logits + ops.matmul(qf, ops.transpose(key_table))
-    logits = ops.where(visible, logits * q.shape[-1] ** -0.5, float("-inf"))
-    weights = ops.softmax(logits, axis=-1)
-    out = ops.einsum("bhqw,bhqwd->bhqd", weights, ops.take(vf, seen, axis=2))
+        visible = ops.logical_and(visible, seen <= positions[:, None])
+    logits = ops.where(ops.reshape(visible, (blocks, block, span)), logits, MASKED_LOGIT)
+    weights = ops.softmax(logits, axis=-1)                              # (..., B, 2w + 1)
+    offsets = band_offsets(block, window, _arange)
+    spread = (_along(weights, ops.clip(offsets, 0, span - 1))
+              * ops.cast(ops.logical_and(offsets >= 0, offsets < span), "float32"))
+    out = ops.matmul(spread, key_blocks(v))
     if value_table is not None:
         out = out + ops.matmul(weights, value_table)
-    return ops.cast(out, dtype_of(q))
+    out = ops.reshape(out, (batch, heads, blocks * block, head_dim))
+    return out[..., k_len - q_len:k_len, :]
 
 
 # --------------------------------------------------------------------------- the layer

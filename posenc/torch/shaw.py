@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from posenc._checks import (
@@ -25,11 +26,15 @@ from posenc._checks import (
 )
 from posenc.learned import TABLE_INIT_STD
 from posenc.shaw import (
+    MASKED_LOGIT,
     SHAW_METHODS,
+    band_columns,
+    band_offsets,
     bucket_boundaries,
     query_blocks,
     query_positions,
     relative_index,
+    window_block,
     window_index,
 )
 from posenc.shaw import shaw_relative_index as _shaw_relative_index
@@ -79,7 +84,7 @@ def _arange(device):
 
 
 def _softmax(logits, queries, keys, causal: bool):
-    """Scaled logits -> weights; ``causal`` hides the keys after each query."""
+    """Logits -> weights; ``causal`` hides the keys after each query."""
     if causal:
         logits = logits.masked_fill(keys[None, :] > queries[:, None], float("-inf"))
     return torch.softmax(logits, dim=-1)
@@ -87,13 +92,14 @@ def _softmax(logits, queries, keys, causal: bool):
 
 def _naive(q, k, v, key_table, value_table, max_distance: int, causal: bool):
     """Materialises a^K and a^V, ``(q_len, k_len, head_dim)`` each."""
+    q = q * q.shape[-1] ** -0.5
     arange = _arange(q.device)
     queries, keys = query_positions(q.shape[-2], k.shape[-2], arange), arange(k.shape[-2])
     index = relative_index(queries, keys, max_distance, torch.clamp)
     logits = q @ k.transpose(-1, -2)
     if key_table is not None:
         logits = logits + torch.einsum("bhqd,qkd->bhqk", q, key_table[index])
-    weights = _softmax(logits * q.shape[-1] ** -0.5, queries, keys, causal)
+    weights = _softmax(logits, queries, keys, causal)
     out = weights @ v
     if value_table is not None:
         out = out + torch.einsum("bhqk,qkd->bhqd", weights, value_table[index])
@@ -107,14 +113,14 @@ def _skew(q, k, v, key_table, value_table, max_distance: int, causal: bool):
     queries, keys = query_positions(q_len, k_len, arange), arange(k_len)
     outs = []
     for start, stop in query_blocks(q_len, k_len, q.shape[1]):
-        block, at = q[..., start:stop, :], queries[start:stop]
+        block, at = q[..., start:stop, :] * q.shape[-1] ** -0.5, queries[start:stop]
         logits = block @ k.transpose(-1, -2)
         if key_table is not None:
             by_distance = block @ key_table.transpose(0, 1)           # (..., block, 2k+1)
             index = relative_index(at, keys, max_distance, torch.clamp)
             logits = logits + torch.gather(by_distance, -1,
                                            index.expand(*by_distance.shape[:-2], *index.shape))
-        weights = _softmax(logits * q.shape[-1] ** -0.5, at, keys, causal)
+        weights = _softmax(logits, at, keys, causal)
         out = weights @ v
         if value_table is not None:
             ends = bucket_boundaries(at, k_len, max_distance, torch.clamp, arange)  # (block, 2k+2)
@@ -230,10 +236,12 @@ def windowed_attention(q, k, v, window: int, *, key_table=None, value_table=None
     Shaw et al.'s relative representations read from tables of one row per
     relative position ``-window .. window``: the same numbers as
     :func:`shaw_attention` with ``max_distance=window`` and every other key
-    masked out. Each query gathers its ``2 * window + 1`` keys and values at
-    once (``(..., q_len, 2 * window + 1, head_dim)``), so the cost grows with
-    ``q_len * window``, not ``q_len * k_len``, with no loop over positions; the
-    relative logits are simply ``q @ key_table.T``, no gather needed. Queries
+    masked out. The queries go in blocks of ``B = max(2 * window, 16)``
+    (:func:`posenc.shaw.window_block`), each against the ``B + 2 * window`` keys
+    around it in one batched matrix product; the band of each query is then
+    gathered from those ``(B, B + 2 * window)`` logits. The cost grows with
+    ``q_len * window``, not ``q_len * k_len``, with no loop over positions, and
+    the relative logits are simply ``q @ key_table.T``. Queries
     are the last ``q_len`` of the ``k_len`` positions.
 
     Computed in float32 with autocast off; the result has ``q``'s dtype.
@@ -267,29 +275,51 @@ def windowed_attention(q, k, v, window: int, *, key_table=None, value_table=None
     what = "windowed_attention"
     window = check_window(window, what=what)
     causal = check_bool("causal", causal, what=what)
-    q_len, k_len = check_attention(q.shape, k.shape, v.shape, what=what)
+    q_len, _ = check_attention(q.shape, k.shape, v.shape, what=what)
     key_table, value_table = _tables((("key_table", key_table), ("value_table", value_table)),
                                      2 * window + 1, q.shape[-1], "window", what, q.device)
     if q_len == 0:
         return q.new_zeros(q.shape)
+    with torch.autocast(device_type=q.device.type, enabled=False):
+        out = _windowed(q.float(), k.float(), v.float(), key_table, value_table, window, causal)
+    return out.to(q.dtype)
+
+
+def _windowed(q, k, v, key_table, value_table, window: int, causal: bool):
+    """Blocks of ``B`` queries against their ``B + 2 * window`` keys, then the band."""
+    q_len, start = q.shape[-2], max(0, k.shape[-2] - q.shape[-2] - window)
+    k, v = k[..., start:, :], v[..., start:, :]        # keys before the first window: unused
+    k_len, block, span = k.shape[-2], window_block(window), 2 * window + 1
+    blocks = -(-k_len // block)
     arange = _arange(q.device)
-    queries = query_positions(q_len, k_len, arange)
-    seen = window_index(queries, window, arange)                      # (q_len, 2w+1)
+
+    def key_blocks(t):  # (..., blocks, block + 2 * window, head_dim), from position -window
+        t = F.pad(t, (0, 0, window, (blocks + 1) * block - window - k_len))
+        t = t.unflatten(-2, (blocks + 1, block))
+        return torch.cat((t[..., :-1, :, :], t[..., 1:, :, :]), dim=-2)[..., :block + span - 1, :]
+
+    # query row p of the padded sequence is the query at position p (its keys' coordinates)
+    qb = F.pad(q, (0, 0, k_len - q_len, blocks * block - k_len)).unflatten(-2, (blocks, block))
+    qb = qb * q.shape[-1] ** -0.5
+    logits = qb @ key_blocks(k).transpose(-1, -2)                     # (..., B, B + 2w)
+    columns = band_columns(block, window, arange)
+    logits = torch.gather(logits, -1, columns.expand(*logits.shape[:-1], span))
+    if key_table is not None:
+        logits = logits + qb @ key_table.transpose(0, 1)
+    positions = arange(blocks * block)
+    seen = window_index(positions, window, arange)
     visible = (seen >= 0) & (seen < k_len)
     if causal:
-        visible = visible & (seen <= queries[:, None])
-    seen = seen.clamp(0, k_len - 1)
-    with torch.autocast(device_type=q.device.type, enabled=False):
-        qf = q.float()
-        logits = torch.einsum("bhqd,bhqwd->bhqw", qf, k.float()[:, :, seen])
-        if key_table is not None:
-            logits = logits + qf @ key_table.transpose(0, 1)
-        logits = (logits * q.shape[-1] ** -0.5).masked_fill(~visible, float("-inf"))
-        weights = torch.softmax(logits, dim=-1)
-        out = torch.einsum("bhqw,bhqwd->bhqd", weights, v.float()[:, :, seen])
-        if value_table is not None:
-            out = out + weights @ value_table
-    return out.to(q.dtype)
+        visible = visible & (seen <= positions[:, None])
+    logits = logits.masked_fill(~visible.unflatten(0, (blocks, block)), MASKED_LOGIT)
+    weights = torch.softmax(logits, dim=-1)                            # (..., B, 2w + 1)
+    offsets = band_offsets(block, window, arange)
+    spread = torch.gather(weights, -1, offsets.clamp(0, span - 1).expand(
+        *weights.shape[:-1], offsets.shape[-1])) * ((offsets >= 0) & (offsets < span))
+    out = spread @ key_blocks(v)
+    if value_table is not None:
+        out = out + weights @ value_table
+    return out.flatten(-3, -2)[..., k_len - q_len:k_len, :]
 
 
 # --------------------------------------------------------------------------- the module
