@@ -52,6 +52,7 @@ ipynb: install
 # Speed checks (not part of the tests); add ARGS="--device cuda" on a GPU.
 bench: install
 	$(PY) benchmarks/bench_sinusoidal.py $(ARGS)
+	$(PY) benchmarks/bench_shaw.py $(ARGS)
 
 clean:
 	rm -rf _build .pytest_cache

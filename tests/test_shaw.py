@@ -348,3 +348,37 @@ def test_module_sees_the_order_only_through_its_tables(face):
 def test_keras_layer_builds_on_unknown_lengths():
     layer = pk.ShawRelativeAttention(16, 2, 3)
     assert tuple(layer(keras.Input((None, 16))).shape) == (None, None, 16)
+
+
+# --------------------------------------------------------------------------- compilers
+
+def test_functions_compile_without_graph_breaks():
+    torch._dynamo.reset()
+    q, k, v, kt, vt = (torch.as_tensor(a) for a in draw(2, 2, 5, 40, 4, 3, seed=17))
+    for method in ("naive", "skew"):
+        compiled = torch.compile(pt.shaw_attention, fullgraph=True, backend="eager")
+        torch.testing.assert_close(compiled(q, k, v, kt, vt, 3, causal=True, method=method),
+                                   pt.shaw_attention(q, k, v, kt, vt, 3, causal=True,
+                                                     method=method))
+    compiled = torch.compile(pt.windowed_attention, fullgraph=True, backend="eager")
+    torch.testing.assert_close(compiled(q, k, v, 3, key_table=kt, value_table=vt),
+                               pt.windowed_attention(q, k, v, 3, key_table=kt, value_table=vt))
+
+
+def test_keras_functions_under_xla():
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("jit_compile=True means XLA on TensorFlow")
+    import tensorflow as tf
+
+    data = draw(2, 2, 5, 40, 4, 3, seed=18)
+
+    @tf.function(jit_compile=True)
+    def both(q, k, v, kt, vt):
+        return (pk.shaw_attention(q, k, v, kt, vt, 3, causal=True),
+                pk.windowed_attention(q, k, v, 3, key_table=kt, value_table=vt))
+
+    got = both(*data)
+    np.testing.assert_allclose(numpy(got[0]), run("keras", *data, 3, causal=True),
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(numpy(got[1]), windowed("keras", *data, 3), rtol=1e-5,
+                               atol=1e-5)
