@@ -382,3 +382,13 @@ def test_keras_functions_under_xla():
                                rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(numpy(got[1]), windowed("keras", *data, 3), rtol=1e-5,
                                atol=1e-5)
+
+
+def test_relative_keys_alone_are_an_sdpa_bias():
+    """Keys only: the relative term is the float attn_mask of PyTorch's fused attention."""
+    q, k, v, kt, _ = (torch.as_tensor(a) for a in draw(2, 2, 5, 9, 8, 2, seed=19))
+    index = pt.shaw_relative_index(5, 9, 2)
+    bias = torch.gather(q @ kt.T, -1, index.expand(2, 2, 5, 9)) / 8 ** 0.5
+    fused = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    torch.testing.assert_close(pt.shaw_attention(q, k, v, kt, None, 2), fused,
+                               rtol=1e-5, atol=1e-5)

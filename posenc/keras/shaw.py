@@ -182,6 +182,12 @@ def shaw_attention(q, k, v, key_table, value_table, max_distance: int, *, causal
     no temporary grows with ``q_len * k_len``. Both give the same numbers
     within float32 rounding.
 
+    The key term ``q_i . a^K_ij / sqrt(head_dim)`` is an additive bias on the
+    logits, so attention with relative keys only can run through a fused
+    kernel (``torch.nn.functional.scaled_dot_product_attention`` with that
+    bias as a float ``attn_mask``); the value term ``sum_j softmax_j a^V_ij``
+    changes the output itself, which no such kernel allows.
+
     Everything is computed in float32 whatever the layer's policy; the result
     has ``q``'s dtype.
 
@@ -251,7 +257,9 @@ def windowed_attention(q, k, v, window: int, *, key_table=None, value_table=None
     the relative logits are simply ``q @ key_table.T``. Queries
     are the last ``q_len`` of the ``k_len`` positions.
 
-    Computed in float32; the result has ``q``'s dtype.
+    Computed in float32; the result has ``q``'s dtype. The sequence lengths
+    must be known when the function is traced (the blocks are laid out from
+    them); the batch may be dynamic.
 
     Args:
         q: ``(batch, heads, q_len, head_dim)`` queries.

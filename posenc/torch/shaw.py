@@ -175,6 +175,12 @@ def shaw_attention(q, k, v, key_table, value_table, max_distance: int, *, causal
     no temporary grows with ``q_len * k_len``. Both give the same numbers
     within float32 rounding.
 
+    The key term ``q_i . a^K_ij / sqrt(head_dim)`` is an additive bias on the
+    logits, so attention with relative keys only can run through a fused
+    kernel (``torch.nn.functional.scaled_dot_product_attention`` with that
+    bias as a float ``attn_mask``); the value term ``sum_j softmax_j a^V_ij``
+    changes the output itself, which no such kernel allows.
+
     Everything is computed in float32 with autocast off; the result has
     ``q``'s dtype.
 
