@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import keras
 import numpy as np
 import pytest
@@ -185,6 +187,136 @@ def test_chapter4_laplacian_positions_scratch_equals_the_package_up_to_sign():
                 np32(sk.laplacian_positions(ops.convert_to_tensor(adjacency), 3))):
         signs = np.sign(np.sum(got * expected, axis=0))
         np.testing.assert_allclose(got * signs, expected, atol=1e-4)
+
+
+# Chapter 5
+
+
+@pytest.mark.parametrize("q_len,k_len,max_distance", [(6, 6, 2), (3, 9, 1), (5, 5, 0), (4, 7, 10)])
+def test_chapter5_shaw_relative_index_scratch_equals_the_package(q_len, k_len, max_distance):
+    expected = np.asarray(pt.shaw_relative_index(q_len, k_len, max_distance).cpu())
+    assert expected.shape == (q_len, k_len)
+    # the definition: queries at the last q_len positions, clip(j - i, -k, k) + k
+    i = np.arange(k_len - q_len, k_len)[:, None]
+    want = np.clip(np.arange(k_len)[None, :] - i, -max_distance, max_distance) + max_distance
+    np.testing.assert_array_equal(expected, want)
+    np.testing.assert_array_equal(st.shaw_relative_index(q_len, k_len, max_distance).numpy(), want)
+    np.testing.assert_array_equal(np.asarray(ops.convert_to_numpy(
+        sk.shaw_relative_index(q_len, k_len, max_distance))), want)
+    np.testing.assert_array_equal(ops.convert_to_numpy(
+        pk.shaw_relative_index(q_len, k_len, max_distance)), want)
+
+
+def _shaw_inputs(seed, q_len, k_len, max_distance, batch=2, heads=3, head_dim=8):
+    rng = np.random.default_rng(seed)
+    q = rng.normal(size=(batch, heads, q_len, head_dim)).astype(np.float32)
+    k, v = rng.normal(size=(2, batch, heads, k_len, head_dim)).astype(np.float32)
+    tables = rng.normal(size=(2, 2 * max_distance + 1, head_dim)).astype(np.float32)
+    return q, k, v, tables[0], tables[1]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("q_len,k_len,max_distance",
+                         [(7, 7, 2), (3, 10, 1), (6, 6, 0), (5, 9, 12)])
+def test_chapter5_shaw_attention_scratch_equals_the_package(q_len, k_len, max_distance, causal):
+    arrays = _shaw_inputs(q_len * 100 + k_len, q_len, k_len, max_distance)
+    tensors = [torch.from_numpy(a) for a in arrays]
+    got_t = st.shaw_attention(*tensors, max_distance, causal=causal).numpy()
+    got_k = np32(sk.shaw_attention(*arrays, max_distance, causal=causal))
+    assert got_t.shape == (2, 3, q_len, 8)
+    for method in ("naive", "skew"):
+        want = np32(pt.shaw_attention(*tensors, max_distance, causal=causal, method=method))
+        np.testing.assert_allclose(got_t, want, atol=1e-5, err_msg=method)
+        np.testing.assert_allclose(got_k, want, atol=1e-5, err_msg=method)
+        np.testing.assert_allclose(np32(pk.shaw_attention(*arrays, max_distance, causal=causal,
+                                                          method=method)), want, atol=1e-5)
+
+
+def test_chapter5_shaw_attention_scratch_mask_is_windowed_attention():
+    q_len, k_len, window = 6, 11, 2
+    arrays = _shaw_inputs(5, q_len, k_len, window)
+    tensors = [torch.from_numpy(a) for a in arrays]
+    i = torch.arange(k_len - q_len, k_len)[:, None]
+    inside = (torch.arange(k_len)[None, :] - i).abs() <= window
+    for causal in (False, True):
+        want = np32(pt.windowed_attention(*tensors[:3], window, key_table=tensors[3],
+                                          value_table=tensors[4], causal=causal))
+        got_t = st.shaw_attention(*tensors, window, causal=causal, mask=inside).numpy()
+        got_k = np32(sk.shaw_attention(*arrays, window, causal=causal, mask=inside.numpy()))
+        np.testing.assert_allclose(got_t, want, atol=1e-5)
+        np.testing.assert_allclose(got_k, want, atol=1e-5)
+        # the mask matters: without it the far keys change the result
+        unmasked = st.shaw_attention(*tensors, window, causal=causal).numpy()
+        assert np.abs(unmasked - want).max() > 1e-3
+
+
+@pytest.mark.parametrize("q_len,k_len,max_distance", [(7, 7, 2), (2, 9, 3), (4, 4, 0)])
+def test_chapter5_shaw_logits_gather_equals_the_relative_tensor(q_len, k_len, max_distance):
+    q, _, _, key_table, _ = _shaw_inputs(9, q_len, k_len, max_distance)
+    index = np.asarray(pt.shaw_relative_index(q_len, k_len, max_distance).cpu())
+    want = np.einsum("bhid,ijd->bhij", q, key_table[index])       # through (q_len, k_len, d)
+    got_t = st.shaw_logits_gather(torch.from_numpy(q), torch.from_numpy(key_table),
+                                  max_distance, k_len).numpy()
+    got_k = np32(sk.shaw_logits_gather(q, key_table, max_distance, k_len))
+    np.testing.assert_allclose(got_t, want, atol=1e-5)
+    np.testing.assert_allclose(got_k, want, atol=1e-5)
+
+
+def _t5_bucket_reference(relative_position, bidirectional, num_buckets, max_distance):
+    """T5's bucketing written out element by element in plain Python."""
+    out = []
+    for rp in np.asarray(relative_position).ravel().tolist():
+        n, offset = num_buckets, 0
+        if bidirectional:
+            n //= 2
+            offset = n if rp > 0 else 0
+            d = abs(rp)
+        else:
+            d = max(-rp, 0)
+        exact = n // 2
+        if d < exact:
+            out.append(offset + d)
+        else:
+            log_part = int(math.log(d / exact) / math.log(max_distance / exact) * (n - exact))
+            out.append(offset + min(exact + log_part, n - 1))
+    return np.array(out).reshape(np.shape(relative_position))
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.parametrize("num_buckets,max_distance", [(32, 128), (16, 64), (8, 20), (64, 512)])
+def test_chapter5_t5_buckets_scratch_faces_equal_the_definition(bidirectional, num_buckets,
+                                                                max_distance):
+    relative_position = np.arange(-700, 701)
+    want = _t5_bucket_reference(relative_position, bidirectional, num_buckets, max_distance)
+    got_t = st.t5_buckets(torch.from_numpy(relative_position), bidirectional, num_buckets,
+                          max_distance).numpy()
+    got_k = ops.convert_to_numpy(sk.t5_buckets(relative_position, bidirectional, num_buckets,
+                                               max_distance))
+    np.testing.assert_array_equal(got_t, want)
+    np.testing.assert_array_equal(got_k, want)
+    assert want.min() == 0 and want.max() == num_buckets - 1
+
+
+def test_chapter5_t5_buckets_known_values():
+    # T5's defaults (32 buckets, max_distance 128), worked by hand from the formula
+    rp = torch.tensor([-1, 1, -7, -8, -200, 200, 0])
+    assert st.t5_buckets(rp).tolist() == [1, 17, 7, 8, 15, 31, 0]
+    assert st.t5_buckets(torch.tensor([5, 0, -15, -16, -20, -500]), False).tolist() == [
+        0, 0, 15, 16, 17, 31]
+
+
+@pytest.mark.skipif(not hasattr(pt, "t5_buckets"), reason="the bias family is not in posenc yet")
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_chapter5_t5_buckets_scratch_equals_the_package(bidirectional):
+    relative_position = np.arange(-300, 301)
+    want = np.asarray(pt.t5_buckets(torch.from_numpy(relative_position),
+                                    bidirectional=bidirectional).cpu())
+    np.testing.assert_array_equal(
+        st.t5_buckets(torch.from_numpy(relative_position), bidirectional).numpy(), want)
+    np.testing.assert_array_equal(ops.convert_to_numpy(sk.t5_buckets(relative_position,
+                                                                     bidirectional)), want)
+    np.testing.assert_array_equal(ops.convert_to_numpy(
+        pk.t5_buckets(relative_position, bidirectional=bidirectional)), want)
 
 
 # Chapter 6

@@ -8,6 +8,8 @@ handling that the package's versions have.
 
 from __future__ import annotations
 
+import math
+
 from keras import ops
 
 
@@ -86,6 +88,56 @@ def laplacian_positions(adjacency, k):
     lap = ops.eye(adjacency.shape[0]) - d[:, None] * adjacency * d[None, :]
     eigenvalues, eigenvectors = ops.eigh(lap)                    # ascending eigenvalues
     return eigenvectors[:, 1:k + 1]                              # skip eigenvalue 0
+
+
+# Chapter 5
+
+
+def shaw_relative_index(q_len, k_len, max_distance):
+    """clip(j - i, -k, k) + k for queries i at the last q_len of the k_len key positions."""
+    i = ops.arange(k_len - q_len, k_len)[:, None]               # query positions
+    j = ops.arange(k_len)[None, :]                              # key positions
+    return ops.clip(j - i, -max_distance, max_distance) + max_distance
+
+
+def shaw_attention(q, k, v, key_table, value_table, max_distance, causal=False, mask=None):
+    """Shaw et al.'s attention, naively: two (q_len, k_len, head_dim) gathers; mask True = seen."""
+    q_len, k_len = q.shape[-2], k.shape[-2]
+    idx = shaw_relative_index(q_len, k_len, max_distance)
+    a_k, a_v = ops.take(key_table, idx, axis=0), ops.take(value_table, idx, axis=0)
+    scores = ops.matmul(q, ops.swapaxes(k, -1, -2)) + ops.einsum("...id,ijd->...ij", q, a_k)
+    scores = scores / q.shape[-1] ** 0.5
+    if causal:                                                  # keys after the query: -inf
+        future = ops.triu(ops.ones((q_len, k_len), dtype="bool"), k_len - q_len + 1)
+        scores = ops.where(future, float("-inf"), scores)
+    if mask is not None:
+        scores = ops.where(mask, scores, float("-inf"))
+    w = ops.softmax(scores, axis=-1)
+    return ops.matmul(w, v) + ops.einsum("...ij,ijd->...id", w, a_v)
+
+
+def shaw_logits_gather(q, key_table, max_distance, k_len):
+    """The logits q_i . a^K_ij from q @ key_table^T, only (q_len, 2k+1), then one gather."""
+    idx = shaw_relative_index(q.shape[-2], k_len, max_distance)
+    rel = ops.matmul(q, ops.transpose(key_table))               # (..., q_len, 2k + 1)
+    idx = ops.broadcast_to(idx, (*rel.shape[:-1], k_len))
+    return ops.take_along_axis(rel, idx, axis=-1)
+
+
+def t5_buckets(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+    """T5's bucket of key_pos - query_pos: exact for small distances, log-spaced up to max."""
+    relative_position, n, offset = ops.cast(relative_position, "int32"), num_buckets, 0
+    if bidirectional:                                           # half the buckets per side
+        n //= 2
+        offset = ops.cast(relative_position > 0, "int32") * n
+        distance = ops.abs(relative_position)
+    else:                                                       # keys after the query: 0
+        distance = ops.maximum(-relative_position, 0)
+    exact = n // 2                                              # buckets 0 .. exact-1: exact
+    ratio = ops.cast(ops.maximum(distance, 1), "float32") / exact
+    log_ratio = ops.log(ratio) / math.log(max_distance / exact)
+    log_bucket = ops.minimum(exact + ops.cast(log_ratio * (n - exact), "int32"), n - 1)
+    return offset + ops.where(distance < exact, distance, log_bucket)
 
 
 # Chapter 6

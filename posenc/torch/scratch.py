@@ -8,6 +8,8 @@ autocast and device handling and the caches that the package's versions have.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 
@@ -85,6 +87,54 @@ def laplacian_positions(adjacency, k):
     lap = torch.eye(len(adjacency)) - d[:, None] * adjacency * d[None, :]
     eigenvalues, eigenvectors = torch.linalg.eigh(lap)          # ascending eigenvalues
     return eigenvectors[:, 1:k + 1]                             # skip eigenvalue 0
+
+
+# Chapter 5
+
+
+def shaw_relative_index(q_len, k_len, max_distance):
+    """clip(j - i, -k, k) + k for queries i at the last q_len of the k_len key positions."""
+    i = torch.arange(k_len - q_len, k_len)[:, None]             # query positions
+    j = torch.arange(k_len)[None, :]                            # key positions
+    return (j - i).clamp(-max_distance, max_distance) + max_distance
+
+
+def shaw_attention(q, k, v, key_table, value_table, max_distance, causal=False, mask=None):
+    """Shaw et al.'s attention, naively: two (q_len, k_len, head_dim) gathers; mask True = seen."""
+    q_len, k_len = q.shape[-2], k.shape[-2]
+    idx = shaw_relative_index(q_len, k_len, max_distance).to(q.device)
+    a_k, a_v = key_table[idx], value_table[idx]                 # (q_len, k_len, head_dim) each
+    scores = q @ k.transpose(-1, -2) + torch.einsum("...id,ijd->...ij", q, a_k)
+    scores = scores / q.shape[-1] ** 0.5
+    if causal:                                                  # keys after the query: -inf
+        future = torch.ones(q_len, k_len, dtype=torch.bool, device=q.device).triu(k_len - q_len + 1)
+        scores = scores.masked_fill(future, float("-inf"))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    w = torch.softmax(scores, dim=-1)
+    return w @ v + torch.einsum("...ij,ijd->...id", w, a_v)
+
+
+def shaw_logits_gather(q, key_table, max_distance, k_len):
+    """The logits q_i . a^K_ij from q @ key_table^T, only (q_len, 2k+1), then one gather."""
+    idx = shaw_relative_index(q.shape[-2], k_len, max_distance).to(q.device)
+    rel = q @ key_table.T                                       # (..., q_len, 2k + 1)
+    return torch.gather(rel, -1, idx.expand(*rel.shape[:-1], k_len))
+
+
+def t5_buckets(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+    """T5's bucket of key_pos - query_pos: exact for small distances, log-spaced up to max."""
+    n, offset = num_buckets, 0
+    if bidirectional:                                           # half the buckets per side
+        n //= 2
+        offset = (relative_position > 0).long() * n
+        distance = relative_position.abs()
+    else:                                                       # keys after the query: 0
+        distance = (-relative_position).clamp(min=0)
+    exact = n // 2                                              # buckets 0 .. exact-1: exact
+    log_ratio = (distance.clamp(min=1) / exact).log() / math.log(max_distance / exact)
+    log_bucket = (exact + (log_ratio * (n - exact)).long()).clamp(max=n - 1)
+    return offset + torch.where(distance < exact, distance, log_bucket)
 
 
 # Chapter 6
