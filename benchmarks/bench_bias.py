@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -23,24 +22,14 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import posenc.torch as pt  # noqa: E402
+from bench_sinusoidal import timeit as shared_timeit  # noqa: E402
 
 HEADS, HEAD_DIM = 8, 64
 
 
-def timeit(fn, *, repeat: int = 7, device: str = "cpu") -> float:
-    """Shortest wall time of ``fn()`` in milliseconds, after one warm-up call (the least
-    disturbed run on a shared machine)."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) * 1e3)
-    return min(times)
+def timeit(fn, **kwargs) -> float:
+    """Shortest of 7 wall times of ``fn()`` in milliseconds, after a warm-up call."""
+    return shared_timeit(fn, best=True, **kwargs)
 
 
 def explicit(q, k, v, bias):
