@@ -305,7 +305,6 @@ def test_chapter5_t5_buckets_known_values():
         0, 0, 15, 16, 17, 31]
 
 
-@pytest.mark.skipif(not hasattr(pt, "t5_buckets"), reason="the bias family is not in posenc yet")
 @pytest.mark.parametrize("bidirectional", [True, False])
 def test_chapter5_t5_buckets_scratch_equals_the_package(bidirectional):
     relative_position = np.arange(-300, 301)

@@ -22,7 +22,7 @@ from posenc._checks import (
     check_scale,
     check_seed,
 )
-from posenc.keras._util import AdditiveEncoding, dtype_of, wide_dtype
+from posenc.keras._util import AdditiveEncoding, as_numpy, dtype_of, wide_dtype
 from posenc.keras.sinusoidal import sinusoidal
 from posenc.learned import (
     HYBRID_TOO_SHORT,
@@ -470,7 +470,7 @@ class LowRankEncoding(AdditiveEncoding):
         what = "LowRankEncoding.from_table"
         table = _as_table(table, what)
         check_rank("table", table.shape, 2, what=what)
-        left, right = low_rank_factors(ops.convert_to_numpy(ops.cast(table, "float32")), rank)
+        left, right = low_rank_factors(as_numpy(table), rank)
         new = cls(*table.shape, rank=rank)
         new.left.assign(ops.cast(left, new.left.dtype))
         new.right.assign(ops.cast(right, new.right.dtype))

@@ -31,7 +31,7 @@ from posenc.learned import (
     low_rank_init_std,
     table_resize_matrix,
 )
-from posenc.torch._util import AdditiveEncoding, dtype_of, wide_dtype
+from posenc.torch._util import AdditiveEncoding, as_numpy, dtype_of, wide_dtype
 from posenc.torch.sinusoidal import sinusoidal
 
 __all__ = [
@@ -465,7 +465,7 @@ class LowRankEncoding(AdditiveEncoding):
         what = "LowRankEncoding.from_table"
         table = _as_table(table, what)
         check_rank("table", table.shape, 2, what=what)
-        left, right = low_rank_factors(table.detach().cpu().double().numpy(), rank)
+        left, right = low_rank_factors(as_numpy(table), rank)
         new = cls(*table.shape, rank=rank).to(table.device)
         with torch.no_grad():
             new.left.copy_(torch.as_tensor(left))
