@@ -16,3 +16,30 @@ def glue(name: str, value, display: bool = False) -> None:
         print(f"{name} = {value}")
         return
     _glue(name, value, display=display)
+
+
+def glue_run_time(start: float, device=None) -> None:
+    """Glue how long a chapter's code ran and on what, for its "Running this chapter" section.
+
+    Glues ``chapter_seconds`` (seconds since ``start``, a ``time.perf_counter()`` reading
+    taken in the set-up cell) and ``machine`` (the number of CPU cores, and the GPU when
+    ``device`` is a CUDA ``torch.device``).
+
+    Example:
+        >>> import time
+        >>> glue_run_time(time.perf_counter())  # doctest: +ELLIPSIS
+        chapter_seconds = ...
+        machine = ... CPU cores, no GPU used
+    """
+    import os
+    import time
+
+    machine = f"{os.cpu_count()} CPU cores"
+    if device is not None and getattr(device, "type", None) == "cuda":
+        import torch
+
+        machine += f" and a {torch.cuda.get_device_name(device)} GPU"
+    else:
+        machine += ", no GPU used"
+    glue("chapter_seconds", time.perf_counter() - start)
+    glue("machine", machine)

@@ -153,3 +153,17 @@ def test_pick_device_leaves_threads_alone_on_a_gpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert posenc.pick_device(verbose=False).type == "cuda"
     assert calls == []
+
+
+def test_glue_run_time_glues_seconds_and_machine(monkeypatch):
+    import os
+    import time
+
+    import posenc.notebook as notebook
+
+    glued = {}
+    monkeypatch.setattr(notebook, "glue", lambda name, value, display=False: glued.update({name: value}))
+    notebook.glue_run_time(time.perf_counter() - 2.0)
+    assert set(glued) == {"chapter_seconds", "machine"}
+    assert 2.0 <= glued["chapter_seconds"] < 60.0
+    assert glued["machine"] == f"{os.cpu_count()} CPU cores, no GPU used"
