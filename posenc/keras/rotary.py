@@ -87,10 +87,17 @@ def rope_frequencies(head_dim: int, *, base: float = 10000.0, scaling: dict | No
 # --------------------------------------------------------------------------- the rotation
 
 def _angles(positions, inv_freq, attention_factor: float):
-    """float32 ``cos`` and ``sin`` of ``positions * inv_freq``: ``(*positions.shape, n)``."""
-    angles = (ops.expand_dims(ops.cast(positions, "float32"), -1)
-              * ops.cast(inv_freq, "float32"))
-    cos, sin = ops.cos(angles), ops.sin(angles)
+    """float32 ``cos`` and ``sin`` of ``positions * inv_freq``: ``(*positions.shape, n)``.
+
+    The frequencies are padded with zeros to a multiple of 16 for the sines and
+    cosines: a backend that computes the last elements of a tensor outside its
+    vector loop (TensorFlow on a CPU) then gives every position the same bits,
+    whatever the shape of ``positions``.
+    """
+    n = inv_freq.shape[0]
+    inv_freq = ops.pad(ops.cast(inv_freq, "float32"), [(0, -n % 16)])
+    angles = ops.expand_dims(ops.cast(positions, "float32"), -1) * inv_freq
+    cos, sin = ops.cos(angles)[..., :n], ops.sin(angles)[..., :n]
     if attention_factor != 1.0:
         cos, sin = cos * attention_factor, sin * attention_factor
     return cos, sin
@@ -269,9 +276,10 @@ class RotaryEmbedding(keras.layers.Layer):
 
     The layer computes ``inv_freq`` once (:func:`rope_frequencies`) and keeps
     float32 cos and sin for positions ``0 .. size-1`` as NumPy arrays (at least
-    ``max_len``; the table doubles when a call needs more); a call with a
-    static length and the default positions slices it as a constant, so the
-    layer works eagerly, in ``tf.function`` and under ``jit_compile``. Called
+    ``max_len``; the table doubles when an eager call needs more, and a traced
+    call past its end computes its own); a call with a static length and the
+    default positions slices it as a constant, so the layer works eagerly, in
+    ``tf.function`` and under ``jit_compile``. Called
     with ``offset``, it rotates the new tokens of a decoder at positions
     ``offset .. offset + seq - 1``: token-by-token decoding equals the full
     pass. With ``scaling={"rope_type": "dynamic", ...}`` the frequencies
@@ -346,9 +354,12 @@ class RotaryEmbedding(keras.layers.Layer):
         end = offset + seq
         if self._cos.shape[0] < end:
             size = max(self.max_len, 1 << (end - 1).bit_length())
-            angles = np.arange(size, dtype=np.float32)[:, None] * self._inv_freq
-            self._cos = (np.cos(angles) * np.float32(self.attention_factor)).astype(np.float32)
-            self._sin = (np.sin(angles) * np.float32(self.attention_factor)).astype(np.float32)
+            cos, sin = _angles(ops.arange(size, dtype="int32"), self._inv_freq,
+                               self.attention_factor)
+            try:   # the same ops as explicit positions, so the same bits
+                self._cos, self._sin = ops.convert_to_numpy(cos), ops.convert_to_numpy(sin)
+            except (NotImplementedError, TypeError, ValueError):   # traced: no value yet
+                return cos[offset:end], sin[offset:end]
         return (ops.convert_to_tensor(self._cos[offset:end]),
                 ops.convert_to_tensor(self._sin[offset:end]))
 
