@@ -331,11 +331,10 @@ class RotaryEmbedding(keras.layers.Layer):
         check_rope_features(self.rotary_dim // 2, self.head_dim, name="q", what=what)
         self.layout = check_rope_layout(layout, what=what)
         self.max_len = check_positive_int("max_len", max_len, what=what)
+        self.dynamic = isinstance(scaling, dict) and scaling.get("rope_type") == "dynamic"
+        self._inv_freq, self.attention_factor = numpy_rotary.checked_frequencies(
+            self.rotary_dim, base, scaling, self.max_len if self.dynamic else None, what=what)
         self.scaling = None if scaling is None else dict(scaling)
-        self.dynamic = bool(scaling) and scaling.get("rope_type") == "dynamic"
-        self._inv_freq, self.attention_factor = numpy_rotary.rope_frequencies(
-            self.rotary_dim, base=base, scaling=scaling,
-            seq_len=self.max_len if self.dynamic else None)
         self.base = float(base)
         self._cos = self._sin = np.zeros((0, self.rotary_dim // 2), np.float32)
         self.built = True
