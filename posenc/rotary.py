@@ -168,7 +168,7 @@ def rope_frequencies(head_dim: int, *, base: float = 10000.0, scaling: dict | No
         >>> inv_freq
         array([1.   , 0.1  , 0.01 , 0.001], dtype=float32)
         >>> rope_frequencies(8, scaling={"rope_type": "linear", "factor": 4.0})[0]
-        array([2.5e-01, 2.5e-02, 2.5e-03, 2.5e-04], dtype=float32)
+        array([0.25   , 0.025  , 0.0025 , 0.00025], dtype=float32)
 
     References:
         Su et al., "RoFormer: Enhanced Transformer with Rotary Position

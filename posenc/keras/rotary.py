@@ -104,22 +104,29 @@ def _angles(positions, inv_freq, attention_factor: float):
 
 
 def _rotate(x, cos, sin, layout: str, dtype=None):
-    """``x`` (cast to ``dtype``) rotated by float32 ``cos``/``sin`` ``(..., seq, n)``."""
+    """``x`` (cast to ``dtype``) rotated by float32 ``cos``/``sin`` ``(..., seq, n)``.
+
+    ``x * C + swap(x) * S``: ``swap`` exchanges the members of each pair, ``C``
+    repeats cos over both members and ``S`` is ``-sin`` on the first, ``sin`` on
+    the second: four passes over ``x``, each a plain elementwise op on every backend.
+    """
     dtype = dtype or dtype_of(x)
     x = ops.cast(x, dtype)
     cos, sin = ops.cast(cos, dtype), ops.cast(sin, dtype)
     n = cos.shape[-1]
-    rot = x[..., :2 * n]
+    whole = x.shape[-1] == 2 * n
+    rot = x if whole else x[..., :2 * n]
     if layout == "half":
-        x1, x2 = rot[..., :n], rot[..., n:]
-        rotated = ops.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+        c, s = ops.concatenate([cos, cos], axis=-1), ops.concatenate([sin, sin], axis=-1)
+        swapped = ops.roll(rot, n, axis=-1)
+        sign = np.repeat(np.array([-1.0, 1.0], np.float32), n)
     else:
-        x1, x2 = rot[..., 0::2], rot[..., 1::2]
-        pairs = ops.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
-        rotated = ops.reshape(pairs, ops.shape(rot))
-    if 2 * n < x.shape[-1]:
-        return ops.concatenate([rotated, x[..., 2 * n:]], axis=-1)
-    return rotated
+        c, s = ops.repeat(cos, 2, axis=-1), ops.repeat(sin, 2, axis=-1)
+        swapped = ops.reshape(ops.stack([rot[..., 1::2], rot[..., 0::2]], axis=-1),
+                              ops.shape(rot))
+        sign = np.tile(np.array([-1.0, 1.0], np.float32), n)
+    rotated = rot * c + swapped * (s * ops.cast(sign, dtype))
+    return rotated if whole else ops.concatenate([rotated, x[..., 2 * n:]], axis=-1)
 
 
 def _batched(cos, sin, positions, x):
