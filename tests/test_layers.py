@@ -136,6 +136,11 @@ CASES = [
          {"layout": "interleaved", "scaling": {"rope_type": "yarn", "factor": 4.0,
                                                "original_max_position_embeddings": 64}},
          shape=(2, 20, 16), positions=integers(100_000), rotary=True),
+    # Axial 2D: the sequence is a 3 x 4 grid of patches (so no empty sequence).
+    Case("rope_2d", "RotaryEmbedding2D", (16, (3, 4)), shape=(2, 12, 16), rotary=True,
+         empty=False),
+    Case("rope_2d_interleaved", "RotaryEmbedding2D", (24, (4, 5)),
+         {"base": 100.0, "layout": "interleaved"}, shape=(3, 20, 24), rotary=True, empty=False),
 ]
 
 ROWS = [pytest.param(c, id=c.id) for c in CASES]

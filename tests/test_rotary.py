@@ -228,6 +228,19 @@ def test_axial_2d_scores_depend_only_on_the_2d_offset(face):
     np.testing.assert_allclose(qr[:, :8], rows, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("face", FACES)
+def test_rotary_embedding_2d_is_apply_rope_2d_on_q_and_k(face, layout):
+    q, k = qk(shape=(2, 3, 20, 16))
+    m = FACES[face]
+    q_rot, k_rot = m.RotaryEmbedding2D(16, (4, 5), base=50.0, layout=layout)(
+        tensor(face, q), tensor(face, k))
+    inv_freq, _ = rotary.rope_frequencies(8, base=50.0)
+    for got, x in ((q_rot, q), (k_rot, k)):
+        np.testing.assert_array_equal(np32(got), np32(m.apply_rope_2d(
+            tensor(face, x), 4, 5, inv_freq, layout=layout)))
+
+
 # --------------------------------------------------------------------------- precision
 
 POSITIONS_NEAR_64K = np.arange(65_536 - 8, 65_536 + 8)
