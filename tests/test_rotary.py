@@ -135,6 +135,26 @@ def test_torch_gradient_is_the_inverse_rotation():
                                                          layout=layout), (x.requires_grad_(),))
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_torch_non_contiguous_inputs(layout):
+    """q as attention code makes it: a (batch, seq, heads, head_dim) projection transposed,
+    or every other feature of a wider tensor; the gradient is the inverse rotation."""
+    x = np.random.default_rng(5).normal(size=(2, 12, 3, 33)).astype(np.float32)
+    g = np.random.default_rng(6).normal(size=(2, 3, 12, 16)).astype(np.float32)
+    inv_freq, _ = rotary.rope_frequencies(12)
+    for pick in (lambda t: t[..., :16].transpose(1, 2), lambda t: t.transpose(1, 2)[..., 1::2]):
+        leaf = torch.tensor(x, requires_grad=True)
+        view = pick(leaf)
+        assert not view.is_contiguous()
+        got = pt.apply_rope(view, torch.arange(12), inv_freq, layout=layout)
+        want = rope_np(view.detach().numpy(), np.arange(12), inv_freq, layout)
+        np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-5, atol=2e-5)
+        got.backward(torch.as_tensor(g))
+        np.testing.assert_allclose(pick(leaf.grad).numpy(),
+                                   rope_np(g, -np.arange(12), inv_freq, layout),
+                                   rtol=1e-5, atol=2e-5)
+
+
 # --------------------------------------------------------------------------- the module
 
 @pytest.mark.parametrize("layout", LAYOUTS)

@@ -142,7 +142,9 @@ def _rotate_fused(x, cos, sin, layout):
     else:
         out = torch.empty_like(x, memory_format=torch.contiguous_format)
         out[..., 2 * n:] = x[..., 2 * n:]
-    if layout == "interleaved" and x.dtype in (torch.float32, torch.float64):
+    if (layout == "interleaved" and x.dtype in (torch.float32, torch.float64)
+            and x.stride(-1) == 1 and x.storage_offset() % 2 == 0
+            and all(s % 2 == 0 for s in x.stride()[:-1])):
         pairs = torch.view_as_complex(rotated.unflatten(-1, (n, 2)))
         turn = torch.complex(cos, sin)
         if out is None:
