@@ -155,6 +155,21 @@ def test_torch_non_contiguous_inputs(layout):
                                    rtol=1e-5, atol=2e-5)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_torch_compile_fullgraph_of_the_functions(layout):
+    torch._dynamo.reset()
+    x = torch.as_tensor(qk(shape=(2, 3, 12, 16))[0])
+    positions = torch.arange(5, 17)
+    inv_freq = torch.as_tensor(rotary.rope_frequencies(12)[0])
+
+    def both(x, positions):
+        return (pt.apply_rope(x, positions, inv_freq, layout=layout),
+                pt.apply_rope_2d(x, 3, 4, inv_freq[:4], layout=layout))
+    compiled = torch.compile(both, fullgraph=True, backend="eager")
+    for got, want in zip(compiled(x, positions), both(x, positions)):
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
 # --------------------------------------------------------------------------- the module
 
 @pytest.mark.parametrize("layout", LAYOUTS)

@@ -13,9 +13,10 @@ rotates a tensor ``(..., seq, head_dim)``, :class:`RotaryEmbedding` rotates
 Precision: the angles are computed in float32 with autocast off
 (``torch.outer``, never a bfloat16 ``einsum``), then cos and sin are cast to
 ``x``'s dtype: bfloat16 positions near 65,536 would be 256 apart. Speed: in
-eager mode the rotation writes its output once per half with ``mul`` and
-``addcmul_`` (no ``rotate_half`` copy), and its backward is the same kernel
-with the angle negated; under ``torch.compile`` a plain formula is traced.
+eager mode the interleaved layout is one complex product, the half layout
+``x * cos`` then one ``addcmul_`` per half (no ``rotate_half`` copies), and
+the backward is the same rotation with the angle negated; under
+``torch.compile`` a plain formula is traced.
 
 The frequencies and their registry are in ``posenc/rotary.py``, the checks in
 ``posenc/_checks.py``; the Keras face mirrors this module name for name.
