@@ -229,9 +229,9 @@ def test_dynamic_module_follows_the_length_of_each_call(face):
 
 def test_keras_cache_past_its_end_inside_a_traced_function():
     """Traced, the layer computes the rows it lacks (no value to store); eager, it grows."""
-    tf = pytest.importorskip("tensorflow")
     if keras.backend.backend() != "tensorflow":
         pytest.skip("a tf.function trace")
+    import tensorflow as tf
     q, _ = qk(shape=(2, 3, 10, 16))
     rope = pk.RotaryEmbedding(16, max_len=4)
     traced = tf.function(lambda t: rope(t, t, offset=3)[0], jit_compile=True)
