@@ -119,12 +119,6 @@ CONTRACT = {
 # class whose constructor the contract leaves open). When a face exports one, move it
 # to CONTRACT.
 PLANNED = {
-    "rope_frequencies": [p("head_dim"), kw("base", 10000.0), kw("scaling", None),
-                         kw("seq_len", None)],
-    "apply_rope": [p("x"), p("positions"), p("inv_freq"), kw("layout", "half"),
-                   kw("attention_factor", 1.0)],
-    "convert_rope_layout": [p("weight"), p("num_heads"), kw("to")],
-    "RotaryEmbedding": None,
 }
 
 # Backticked names in the contract's text that are not posenc's: a formula's clip, Keras
