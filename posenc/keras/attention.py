@@ -81,10 +81,7 @@ def _options(base, rope_scaling, rope_layout, max_distance, num_buckets, grid) -
 
 def _option_config(options: dict) -> dict:
     """Every scheme option for ``get_config``: the scheme's values, ``None`` for the rest."""
-    out = {name: options.get(name) for name in OPTION_NAMES}
-    if out["grid"] is not None:
-        out["grid"] = list(out["grid"])
-    return out
+    return {name: options.get(name) for name in OPTION_NAMES}
 
 
 def _layer_norm(x, scale, bias):
