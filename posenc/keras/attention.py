@@ -291,7 +291,8 @@ class MultiHeadAttention(keras.layers.Layer):
         bias = self._logit_bias(q_len, k_len)
         if bias is not None:
             logits = logits + bias
-        weights = ops.softmax(logits, axis=-1)
+        # (one key: Keras warns about a softmax over an axis of size 1; it is 1)
+        weights = ops.softmax(logits, axis=-1) if k_len != 1 else ops.ones_like(logits)
         dropped = weights
         if self.weights_dropout is not None:
             dropped = self.weights_dropout(weights, training=training)
