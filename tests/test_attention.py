@@ -117,9 +117,9 @@ def test_torch_loss_falls(position):
 @pytest.mark.keras
 @pytest.mark.parametrize("position", SCHEMES)
 def test_keras_loss_falls_with_fit(position):
-    losses = _keras_losses(position, 15)      # 2 steps an epoch
+    losses = _keras_losses(position, 20)      # 2 steps an epoch
     assert np.isfinite(losses).all()
-    assert losses[-1] < 0.8 * losses[0], losses
+    assert losses[-1] < 0.85 * losses[0], losses
 
 
 # --------------------------------------------------------------------------- both faces
