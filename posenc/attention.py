@@ -57,7 +57,7 @@ OPTION_NAMES = ("base", "rope_scaling", "rope_layout", "max_distance", "num_buck
 class Scheme:
     """One positional scheme: how it enters attention and what it reads.
 
-    Fields:
+    Attributes:
         route: one of :data:`ROUTES`.
         options: the scheme options it uses, each with its default (``None`` for a
             required one).

@@ -112,9 +112,8 @@ class MultiHeadAttention(keras.layers.Layer):
             where the last bucket starts (128).
         num_buckets: ``"t5"``'s number of buckets (32).
         grid: ``"swin"``'s ``(height, width)``; the sequence must hold
-            ``height * width`` patches.
-
-        Each scheme option is for the schemes named; ``None`` means its default.
+            ``height * width`` patches. Each scheme option is for the schemes named
+            (another scheme refuses it); ``None`` means its default.
 
     Call arguments:
         x: ``(batch, seq, dim)`` embeddings (``seq`` static).
