@@ -58,6 +58,7 @@ from posenc.keras import attention as _attention
 from posenc.keras import bias as _bias
 from posenc.keras import learned as _learned
 from posenc.keras import regularization as _regularization
+from posenc.keras import rotary as _rotary
 from posenc.keras import shaw as _shaw
 from posenc.keras import sinusoidal as _sinusoidal
 from posenc.keras import structured as _structured
@@ -67,12 +68,9 @@ from posenc.keras.regularization import *  # noqa: F401,F403
 from posenc.keras.structured import *  # noqa: F401,F403
 from posenc.keras.bias import *  # noqa: F401,F403
 from posenc.keras.shaw import *  # noqa: F401,F403
+from posenc.keras.rotary import *  # noqa: F401,F403
 from posenc.keras.attention import *  # noqa: F401,F403
 
 __all__ = [*_sinusoidal.__all__, *_learned.__all__, *_regularization.__all__,
-           *_structured.__all__, *_bias.__all__, *_shaw.__all__]
-from posenc.keras import rotary as _rotary  # noqa: E402
-from posenc.keras.rotary import *  # noqa: E402,F401,F403
-
-__all__ += _rotary.__all__
-__all__ += _attention.__all__
+           *_structured.__all__, *_bias.__all__, *_shaw.__all__, *_rotary.__all__,
+           *_attention.__all__]

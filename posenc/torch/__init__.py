@@ -58,6 +58,7 @@ from posenc.torch import attention as _attention
 from posenc.torch import bias as _bias
 from posenc.torch import learned as _learned
 from posenc.torch import regularization as _regularization
+from posenc.torch import rotary as _rotary
 from posenc.torch import shaw as _shaw
 from posenc.torch import sinusoidal as _sinusoidal
 from posenc.torch import structured as _structured
@@ -67,12 +68,9 @@ from posenc.torch.regularization import *  # noqa: F401,F403
 from posenc.torch.structured import *  # noqa: F401,F403
 from posenc.torch.bias import *  # noqa: F401,F403
 from posenc.torch.shaw import *  # noqa: F401,F403
+from posenc.torch.rotary import *  # noqa: F401,F403
 from posenc.torch.attention import *  # noqa: F401,F403
 
 __all__ = [*_sinusoidal.__all__, *_learned.__all__, *_regularization.__all__,
-           *_structured.__all__, *_bias.__all__, *_shaw.__all__]
-from posenc.torch import rotary as _rotary  # noqa: E402
-from posenc.torch.rotary import *  # noqa: E402,F401,F403
-
-__all__ += _rotary.__all__
-__all__ += _attention.__all__
+           *_structured.__all__, *_bias.__all__, *_shaw.__all__, *_rotary.__all__,
+           *_attention.__all__]
