@@ -41,6 +41,7 @@ __all__ = [
     "mean_by_offset",
     "rope_scores",
     "ProbeResult",
+    "ridge_regression",
     "fit_probe",
     "probe_layers",
     "GRADIENT_RATIO_RANGE",
@@ -176,13 +177,39 @@ def _r2(y, pred):
     return 1.0 - float(((y - pred) ** 2).sum()) / total if total > 0 else float("nan")
 
 
+def ridge_regression(x, y, ridge: float = 1.0) -> tuple[np.ndarray, float]:
+    """Closed-form ridge regression with an unpenalised intercept: ``(weights, intercept)``.
+
+    With ``xc = x - mean(x)`` and ``yc = y - mean(y)``, the weights minimise
+    ``|xc w - yc|^2 + ridge |w|^2``, so ``w = (xc^T xc + ridge I)^{-1} xc^T yc``, and the
+    intercept is ``mean(y) - mean(x) . w``. Solved with a least-squares solver, so ``ridge=0``
+    on collinear features still returns the minimum-norm solution.
+
+    Args:
+        x: ``(n, dim)`` features.
+        y: ``(n,)`` targets.
+        ridge: the penalty, >= 0. Default 1.0.
+
+    Example:
+        >>> w, b = ridge_regression([[0.0], [1.0], [2.0]], [1.0, 3.0, 5.0], ridge=0.0)
+        >>> w.round(6), round(b, 6)
+        (array([2.]), 1.0)
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    x_mean, y_mean = x.mean(0), y.mean()
+    xc = x - x_mean
+    gram = xc.T @ xc + ridge * np.eye(x.shape[1])
+    weights = np.linalg.lstsq(gram, xc.T @ (y - y_mean), rcond=None)[0]
+    return weights, float(y_mean - x_mean @ weights)
+
+
 def fit_probe(hidden, positions=None, *, ridge: float = 1.0, test_fraction: float = 0.25,
               seed: int | None = 0) -> ProbeResult:
     """Fit a linear probe that predicts each token's position from its hidden state.
 
-    The probe is ridge regression in closed form, ``w = (X^T X + ridge I)^{-1} X^T y`` on
-    features standardised with the training split's mean and standard deviation (an
-    intercept fitted apart, not penalised). Whole sequences are held out, not single tokens:
+    The probe is :func:`ridge_regression` (closed form, ``w = (X^T X + ridge I)^{-1} X^T y``)
+    on features standardised with the training split's mean and standard deviation. Whole sequences are held out, not single tokens:
     ``test_fraction`` of the batch (at least one sequence) is scored, the rest fitted, so the
     probe cannot memorise a sentence's tokens. The idea of probing representations for position
     follows Wang & Chen (2020) and Haviv et al. (2022).
@@ -224,17 +251,15 @@ def fit_probe(hidden, positions=None, *, ridge: float = 1.0, test_fraction: floa
     mean, std = x_train.mean(0), x_train.std(0)
     std = np.where(std > 0, std, 1.0)
     x_train, x_test = (x_train - mean) / std, (x_test - mean) / std
-    y_mean = y_train.mean()
-    gram = x_train.T @ x_train + ridge * np.eye(dim)
-    weights = np.linalg.lstsq(gram, x_train.T @ (y_train - y_mean), rcond=None)[0]
-    pred_train, pred_test = x_train @ weights + y_mean, x_test @ weights + y_mean
+    weights, intercept = ridge_regression(x_train, y_train, ridge)
+    pred_train, pred_test = x_train @ weights + intercept, x_test @ weights + intercept
     return ProbeResult(
         r2=_r2(y_test, pred_test),
         accuracy=float(np.mean(np.rint(pred_test) == y_test)),
         mean_abs_error=float(np.abs(pred_test - y_test).mean()),
         train_r2=_r2(y_train, pred_train),
         weights=weights,
-        intercept=float(y_mean),
+        intercept=intercept,
     )
 
 

@@ -450,3 +450,47 @@ def test_keras_monitor_refuses_foreign_weights():
     model = _keras_model()
     with pytest.raises(ValueError, match="GradientMonitor: position_weights must be trainable"):
         kd.GradientMonitor(model, position_weights=[keras.Variable(np.zeros(2))])
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def test_plots_draw_tables_heads_and_layers():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from posenc import plotting
+
+    plotting.use_style()
+    table = pt.sinusoidal(20, 8).numpy()
+    fig, (a, b, c) = plt.subplots(1, 3)
+    image = plotting.encoding_heatmap(a, table)
+    assert image.get_array().shape == (8, 20)                 # channels down, positions across
+    assert a.get_xlabel() == "position" and a.get_ylabel() == "channel"
+    lo, hi = image.get_clim()
+    assert lo == -hi                                          # centred on zero
+    plotting.similarity_heatmap(b, dg.similarity(table))
+    assert b.get_xlabel() == "key position"
+    plotting.frequency_plot(c, table, [0, 6], labels=["fast", "slow"])
+    assert [t.get_text() for t in c.get_legend().get_texts()] == ["fast", "slow"]
+    assert len(c.get_lines()) == 2
+    plt.close(fig)
+
+    bias = pt.alibi_bias(6, 10, 10).numpy()                   # -inf above the diagonal
+    fig, axes = plotting.head_grid(bias, xlabel="key", ylabel="query", symmetric=True)
+    assert len(axes) == 6 and axes[0].get_title() == "head 0"
+    assert axes[4].get_xlabel() == "key" and axes[1].get_ylabel() == ""
+    assert len(fig.axes) == 8 + 1                             # 2 rows of 4 panels (2 off), a bar
+    plt.close(fig)
+
+    attention = np.full((2, 3, 5, 5), 0.2)
+    fig, grid = plotting.attention_grid(attention, tokens=list("hello"))
+    assert grid.shape == (2, 3) and grid[1, 2].get_title() == "layer 1, head 2"
+    assert [t.get_text() for t in grid[0, 0].get_xticklabels()] == list("hello")
+    plt.close(fig)
+    with pytest.raises(ValueError, match="attention_grid: attention must have rank 4"):
+        plotting.attention_grid(attention[0])
+    with pytest.raises(ValueError, match="head_grid: maps must have rank 3"):
+        plotting.head_grid(bias[0], xlabel="", ylabel="")
