@@ -36,6 +36,9 @@ def kw(name, default=REQUIRED):
     return (name, KW, default)
 
 
+SCHEME_OPTIONS = [kw(name, None) for name in ("base", "rope_scaling", "rope_layout",
+                                              "max_distance", "num_buckets", "grid")]
+
 # name -> the parameters of the function, or of the class's constructor (without self;
 # Keras layers may add **kwargs for the Layer's own arguments, and nothing else).
 CONTRACT = {
@@ -93,6 +96,13 @@ CONTRACT = {
                               kw("method", "skew")],
     "windowed_attention": [p("q"), p("k"), p("v"), p("window"), kw("key_table", None),
                            kw("value_table", None), kw("causal", False)],  # beyond the contract
+
+    # The attention family: the scheme's options are keywords, None meaning its default.
+    "MultiHeadAttention": [p("dim"), p("heads"), kw("position", "none"), kw("causal", False),
+                           kw("max_len", 512), kw("dropout", 0.0), *SCHEME_OPTIONS],
+    "Transformer": [p("vocab_size"), kw("dim", 64), kw("depth", 2), kw("heads", 4),
+                    kw("mlp_dim", None), kw("causal", True), kw("position", "rope"),
+                    kw("max_len", 512), kw("dropout", 0.0), *SCHEME_OPTIONS],
 }
 
 # The contract's names that no face exports yet, with the signatures it states (None: a
@@ -105,8 +115,6 @@ PLANNED = {
                    kw("attention_factor", 1.0)],
     "convert_rope_layout": [p("weight"), p("num_heads"), kw("to")],
     "RotaryEmbedding": None,
-    "MultiHeadAttention": None,
-    "Transformer": None,
 }
 
 # Backticked names in the contract's text that are not posenc's: a formula's clip, Keras
