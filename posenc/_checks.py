@@ -821,6 +821,8 @@ def check_monitored_weights(found, name: str, *, what: str = "") -> None:
                            f"{len(missing)} that are not (entries {missing})",
                      f"pass weights of the model being trained, or leave {name} out to "
                      "use the model's own list")
+
+
 # --------------------------------------------------------------------------- attention models
 
 
