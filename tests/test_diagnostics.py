@@ -494,3 +494,106 @@ def test_plots_draw_tables_heads_and_layers():
         plotting.attention_grid(attention[0])
     with pytest.raises(ValueError, match="head_grid: maps must have rank 3"):
         plotting.head_grid(bias[0], xlabel="", ylabel="")
+
+
+# --------------------------------------------------------------------------- the experiments
+
+TINY_LAB = ["--train-len", "8", "--steps", "3", "--batch-size", "4", "--dim", "16",
+            "--depth", "1", "--heads", "2", "--no-progress"]
+
+
+def test_probe_and_gradients_are_registered():
+    from posenc.experiments import EXPERIMENTS, experiment
+
+    for name in ("probe", "gradients"):
+        assert name in EXPERIMENTS
+        module = experiment(name)
+        assert callable(module.add_arguments) and callable(module.run)
+
+
+def test_healthy_range_rule():
+    from posenc.experiments.gradients import healthy_range
+
+    assert healthy_range([0.05, 0.1, 6.0]) == (1e-3, 1e2)
+    assert healthy_range([0.5, 2.0]) == (1e-2, 1e2)
+    assert healthy_range([0.0, np.nan, 0.5, 0.5]) == (1e-2, 1e1)   # zeros and nan left out
+
+
+def test_gradients_experiment_flags_the_starved_controls(tmp_path):
+    from posenc.experiments.cli import main
+    from posenc.experiments.common import read_results
+
+    assert main(["gradients", "--schemes", "learned", "t5", "learned-scaled", "learned-detached",
+                 "--out", str(tmp_path), *TINY_LAB]) == 0
+    got = read_results(tmp_path / "gradients" / "results.json")
+    verdicts = got["meta"]["verdicts"]
+    assert verdicts == {"learned/0": "healthy", "t5/0": "healthy",
+                        "learned-scaled/0": "starved", "learned-detached/0": "starved"}
+    rows = got["rows"]
+    assert len(rows) == 4 * 3
+    assert all(r["position_norm"] == 0.0 for r in rows if r["scheme"] == "learned-detached")
+    assert all(r["rest_norm"] > 0 for r in rows)
+
+
+def test_gradients_experiment_in_keras(tmp_path):
+    from posenc.experiments.cli import main
+    from posenc.experiments.common import read_results
+
+    assert main(["gradients", "--framework", "keras", "--schemes", "learned",
+                 "--out", str(tmp_path), *TINY_LAB]) == 0
+    got = read_results(tmp_path / "gradients" / "results-keras.json")
+    assert got["meta"]["verdicts"] == {"learned/0": "healthy"}
+    assert [r["step"] for r in got["rows"]] == [0, 1, 2]
+
+
+def test_probe_experiment_rows_and_pictures(tmp_path):
+    from posenc.experiments.cli import main
+    from posenc.experiments.common import read_results
+
+    assert main(["probe", "--schemes", "learned", "alibi", "--probe-windows", "8",
+                 "--sentence-len", "6", "--out", str(tmp_path), *TINY_LAB]) == 0
+    got = read_results(tmp_path / "probe" / "results.json")
+    rows = got["rows"]
+    assert len(rows) == 2 * 2 * 2          # schemes x stages x (embedding + 1 block)
+    assert {(r["scheme"], r["stage"], r["layer"]) for r in rows} == {
+        (s, t, layer) for s in ("learned", "alibi") for t in ("init", "trained")
+        for layer in (0, 1)}
+    meta = got["meta"]
+    assert np.asarray(meta["attention"]["alibi"]).shape == (1, 2, 6, 6)
+    assert len(meta["sentence"]) == 6
+    profile = meta["learned_table_similarity_by_offset"]["0"]
+    assert profile["offsets"] == list(range(8)) and profile["before"][0] == pytest.approx(1.0)
+    # alibi adds nothing to the embeddings: its embedding layer carries no position
+    alibi = [r for r in rows if r["scheme"] == "alibi" and r["layer"] == 0]
+    assert all(r["r2"] < 0.2 for r in alibi)
+
+
+def _committed(name, framework="torch"):
+    from posenc.experiments import load_results, results_path
+
+    if not results_path(name, framework=framework).exists():
+        pytest.skip(f"no committed {name} results")
+    return load_results(name, framework=framework)
+
+
+def test_committed_gradients_give_the_stated_healthy_range():
+    from posenc.experiments.gradients import CONTROLS, healthy_range
+
+    got = _committed("gradients")
+    healthy = [r["ratio"] for r in got["rows"] if r["scheme"] not in CONTROLS]
+    assert healthy_range(healthy) == dg.GRADIENT_RATIO_RANGE
+    assert tuple(got["meta"]["healthy_range_measured"]) == dg.GRADIENT_RATIO_RANGE
+    for key, verdict in got["meta"]["verdicts"].items():
+        scheme = key.split("/")[0]
+        assert verdict == ("starved" if scheme in CONTROLS else "healthy"), key
+
+
+def test_committed_probe_results():
+    got = _committed("probe")
+    rows = got["rows"]
+    r2 = {(r["scheme"], r["stage"], r["layer"]): r["r2"] for r in rows if r["seed"] == 0}
+    # absolute schemes put position into the embeddings; none, RoPE and ALiBi do not
+    for scheme in ("sinusoidal", "learned"):
+        assert r2[(scheme, "trained", 0)] > 0.9, scheme
+    for scheme in ("none", "rope", "alibi"):
+        assert r2[(scheme, "trained", 0)] < 0.2, scheme

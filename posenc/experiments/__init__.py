@@ -28,6 +28,8 @@ EXPERIMENTS = {
     "length-generalization": "posenc.experiments.length_generalization",
     "lm-extrapolation": "posenc.experiments.lm_extrapolation",
     "ablation": "posenc.experiments.ablation",
+    "probe": "posenc.experiments.probe",
+    "gradients": "posenc.experiments.gradients",
 }
 
 
