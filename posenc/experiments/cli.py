@@ -50,6 +50,8 @@ def build_parser(name: str) -> argparse.ArgumentParser:
                         help="torch (default) or keras (model.fit, quick setting)")
     parser.add_argument("--device", default="auto",
                         help="auto (CUDA, MPS, CPU), cpu, cuda, ... (PyTorch only)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="PyTorch CPU threads (default: posenc.pick_device's choice)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     module.add_arguments(parser)
     return parser
@@ -94,8 +96,11 @@ def _setup_torch(args, world_size: int):
             device = torch.device("cpu")
         dist.init_process_group("nccl" if use_cuda else "gloo")
         return device, dist.get_rank()
+    threads = "auto" if args.threads is None else args.threads
     if args.device == "auto":
-        return pick_device(verbose=False, cpu_threads=None), 0
+        return pick_device(verbose=False, cpu_threads=threads), 0
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     return torch.device(args.device), 0
 
 
