@@ -29,17 +29,18 @@ from posenc._checks import (
     check_cache_allowed,
     check_choice,
     check_even_dim,
+    check_head_dim,
     check_heads,
     check_hw,
     check_max_distance,
+    ROPE_LAYOUTS,
     check_position_causal,
     check_positive_int,
     check_rate,
-    check_rope_layout,
-    check_rope_scaling,
     check_scheme_options,
     check_t5_buckets,
 )
+from posenc.rotary import rope_frequencies
 from posenc.shaw import query_positions
 
 __all__ = ["Scheme", "POSITIONS", "ROUTES", "OPTION_NAMES", "scheme_options", "Cache",
@@ -197,15 +198,25 @@ def attention_settings(dim, heads, position, causal, max_len, dropout, options: 
         options["max_distance"] = check_max_distance(options["max_distance"], what=what)
     if POSITIONS[position].route == "embedding":
         check_even_dim(dim, what=what)
+    if position == "rope":   # the rotation's own rules: an even head_dim, the scaling dict
+        check_head_dim(dim // heads, name="dim // heads", what=what)
+        rope_frequencies(dim // heads, base=options["base"], scaling=options["rope_scaling"],
+                         seq_len=max_len)
     return {"dim": dim, "heads": heads, "head_dim": dim // heads, "position": position,
             "route": POSITIONS[position].route, "causal": causal, "max_len": max_len,
             "dropout": dropout, "options": options}
 
 
+def _rope_scaling(scaling, what: str):
+    """``rope_scaling`` is passed to :func:`posenc.rotary.rope_frequencies`, which checks it."""
+    return None if scaling is None else dict(scaling) if isinstance(scaling, dict) else scaling
+
+
 _OPTION_CHECKS = {   # the options whose rule does not depend on the scheme
     "base": lambda value, what: check_base(value, what=what),
-    "rope_scaling": lambda value, what: check_rope_scaling(value, what=what),
-    "rope_layout": lambda value, what: check_rope_layout(value, what=what),
+    "rope_scaling": _rope_scaling,
+    "rope_layout": lambda value, what: check_choice("rope_layout", value, ROPE_LAYOUTS,
+                                                    what=what),
     "grid": lambda value, what: check_hw("grid", value, what=what),
 }
 

@@ -36,6 +36,7 @@ from posenc.attention import (
 from posenc.keras._util import dtype_of
 from posenc.keras.bias import ALiBiBias, SwinRelativeBias, T5RelativeBias
 from posenc.keras.learned import HybridEncoding, LearnedEncoding
+from posenc.keras.rotary import RotaryEmbedding
 from posenc.keras.shaw import _relative_keys, _relative_values, shaw_attention, \
     shaw_relative_index
 from posenc.keras.sinusoidal import SinusoidalEncoding
@@ -67,12 +68,10 @@ def _bias(position: str, s: dict):
     }[position]()
 
 
-def _rotary(s: dict):
-    from posenc.keras.rotary import RotaryEmbedding
-
+def _rotary(s: dict, dtype):
     options = s["options"]
     return RotaryEmbedding(s["head_dim"], base=options["base"], scaling=options["rope_scaling"],
-                           layout=options["rope_layout"], max_len=s["max_len"])
+                           layout=options["rope_layout"], max_len=s["max_len"], dtype=dtype)
 
 
 def _options(base, rope_scaling, rope_layout, max_distance, num_buckets, grid) -> dict:
@@ -189,7 +188,7 @@ class MultiHeadAttention(keras.layers.Layer):
             setattr(self, f"{name}_bias", self.add_weight(
                 name=f"{name}_bias", shape=(self.dim,), initializer=_ZEROS()))
         self.position_bias = _bias(self.position, s) if self.route == "bias" else None
-        self.rotary = _rotary(s) if self.route == "rotary" else None
+        self.rotary = _rotary(s, self.dtype_policy) if self.route == "rotary" else None
         if self.route == "relative":
             rows = 2 * self.options["max_distance"] + 1
             table = keras.initializers.RandomNormal(stddev=TABLE_INIT_STD)

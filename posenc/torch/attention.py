@@ -38,6 +38,7 @@ from posenc.learned import TABLE_INIT_STD
 from posenc.torch._util import dtype_of
 from posenc.torch.bias import ALiBiBias, SwinRelativeBias, T5RelativeBias
 from posenc.torch.learned import HybridEncoding, LearnedEncoding
+from posenc.torch.rotary import RotaryEmbedding
 from posenc.torch.shaw import _relative_keys, _relative_values, shaw_attention, \
     shaw_relative_index
 from posenc.torch.sinusoidal import SinusoidalEncoding
@@ -70,8 +71,6 @@ def _bias(position: str, s: dict):
 
 
 def _rotary(s: dict):
-    from posenc.torch.rotary import RotaryEmbedding
-
     options = s["options"]
     return RotaryEmbedding(s["head_dim"], base=options["base"], scaling=options["rope_scaling"],
                            layout=options["rope_layout"], max_len=s["max_len"])
