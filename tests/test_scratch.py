@@ -405,25 +405,21 @@ def test_chapter6_alibi_bias_scratch_equals_the_package(causal, q_len, k_len):
 # Chapter 10
 
 
-def test_exact_match_equals_the_lab():
+def test_perplexity_equals_the_lab():
     from posenc.experiments.common import ExperimentContext, evaluate_torch
 
     rng = np.random.default_rng(0)
-    logits = rng.normal(size=(64, 6, 5)).astype(np.float32)
-    targets = logits.argmax(-1)
-    targets[:20, 3] = (targets[:20, 3] + 1) % 5          # 20 rows wrong at position 3 ...
-    weights = np.ones((64, 6), np.float32)
-    weights[:10, 3] = 0.0                                 # ... of which 10 do not count there
+    logits = rng.normal(size=(8, 6, 5)).astype(np.float32)
+    targets = rng.integers(0, 5, size=(8, 6))
 
     class Fixed(torch.nn.Module):
         def forward(self, tokens):
             return torch.from_numpy(logits)
 
-    want = evaluate_torch(Fixed(), [(np.zeros((64, 6), np.int64), targets, weights)],
-                          ctx=ExperimentContext(name="t", device=torch.device("cpu"),
-                                                progress_bars=False))["exact_match"]
-    assert want == 54 / 64
-    got_t = st.exact_match(torch.from_numpy(logits), torch.from_numpy(targets),
-                           torch.from_numpy(weights))
-    got_k = sk.exact_match(logits, targets, weights)
-    assert float(got_t) == want and float(ops.convert_to_numpy(got_k)) == want
+    ctx = ExperimentContext(name="t", device=torch.device("cpu"), progress_bars=False)
+    want = evaluate_torch(Fixed(), [(targets, targets, np.ones((8, 6), np.float32))],
+                          ctx=ctx)["perplexity"]
+    got_t = float(st.perplexity(torch.from_numpy(logits), torch.from_numpy(targets)))
+    got_k = float(ops.convert_to_numpy(sk.perplexity(logits, targets)))
+    assert got_t == pytest.approx(want, rel=1e-6) and got_k == pytest.approx(want, rel=1e-6)
+    assert want > 5.0 / 2          # random logits: worse than half the vocabulary's 5
