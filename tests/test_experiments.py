@@ -224,6 +224,7 @@ def test_tiny_run_writes_rows_and_metadata(tmp_path, capsys):
     meta = results["meta"]
     assert meta["settings"]["train_len"] == 4 and meta["training"][0]["scheme"] == "alibi"
     assert meta["command"].startswith("python -m posenc.experiments length-generalization")
+    assert "--out" not in meta["command"] and str(tmp_path) not in json.dumps(results)
 
 
 def _run(cmd, tmp):
