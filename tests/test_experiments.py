@@ -224,6 +224,7 @@ def test_tiny_run_writes_rows_and_metadata(tmp_path, capsys):
     meta = results["meta"]
     assert meta["settings"]["train_len"] == 4 and meta["training"][0]["scheme"] == "alibi"
     assert meta["command"].startswith("python -m posenc.experiments length-generalization")
+    assert "--out" not in meta["command"] and str(tmp_path) not in json.dumps(results)
 
 
 def _run(cmd, tmp):
@@ -265,3 +266,33 @@ def test_keras_quick_smoke(tmp_path):
     assert [r["eval_len"] for r in results["rows"]] == [16, 32]
     assert all(np.isfinite(r["perplexity"]) for r in results["rows"])
     assert json.dumps(results)   # plain JSON
+
+
+@pytest.mark.parametrize("name", ["posenc.experiments.data", "posenc.experiments.analysis"])
+def test_docstring_examples(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name),
+                             optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_importing_the_lab_imports_no_framework():
+    code = ("import sys, posenc.experiments, posenc.experiments.cli, posenc.experiments.data, "
+            "posenc.experiments.analysis; print(sorted(m for m in ('torch', 'keras', "
+            "'tensorflow') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=_env(), cwd=ROOT)
+    assert out.stdout.strip() == "[]"
+
+
+def test_analysis_summaries():
+    from posenc.experiments.analysis import lm_ratio, markdown_table, ranking
+
+    rows = [{"scheme": "a", "eval_len": n, "perplexity": p, "seed": s}
+            for s, (p1, p2) in enumerate([(2.0, 4.0), (4.0, 4.0)]) for n, p in ((8, p1), (16, p2))]
+    assert lm_ratio(rows, "a", 16, 8) == pytest.approx(4.0 / 3.0)
+    acc = [{"scheme": "x", "token_accuracy": 0.2}, {"scheme": "y", "token_accuracy": 0.9}]
+    assert ranking(acc) == [("y", 0.9), ("x", 0.2)]
+    assert markdown_table(["a", "b"], [["x", 1.234]]).splitlines()[2] == "| x | 1.23 |"

@@ -50,6 +50,8 @@ def build_parser(name: str) -> argparse.ArgumentParser:
                         help="torch (default) or keras (model.fit, quick setting)")
     parser.add_argument("--device", default="auto",
                         help="auto (CUDA, MPS, CPU), cpu, cuda, ... (PyTorch only)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="PyTorch CPU threads (default: posenc.pick_device's choice)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     module.add_arguments(parser)
     return parser
@@ -94,12 +96,31 @@ def _setup_torch(args, world_size: int):
             device = torch.device("cpu")
         dist.init_process_group("nccl" if use_cuda else "gloo")
         return device, dist.get_rank()
+    threads = "auto" if args.threads is None else args.threads
     if args.device == "auto":
-        return pick_device(verbose=False, cpu_threads=None), 0
+        return pick_device(verbose=False, cpu_threads=threads), 0
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     return torch.device(args.device), 0
 
 
+def _without_out(argv) -> list:
+    """``argv`` without ``--out DIR``: where the files went is not how they were made, and a
+    folder of one machine has no place in a committed result."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--out":
+            skip = True
+        elif not arg.startswith("--out="):
+            kept.append(arg)
+    return kept
+
+
 def _command(argv) -> str:
+    """The command line as typed (``--out`` left out), with ``torchrun`` when under it."""
+    argv = _without_out(argv)
     launcher = "python -m posenc.experiments"
     world = int(os.environ.get("WORLD_SIZE", 1))
     if world > 1:
@@ -117,7 +138,7 @@ def main(argv=None) -> int:
         raise SystemExit("--framework keras runs in one process; start it without torchrun.")
     device, rank = (_setup_torch(args, world_size) if args.framework == "torch"
                     else (None, 0))
-    arguments = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    arguments = {k: v for k, v in vars(args).items() if k != "out"}
     ctx = ExperimentContext(name=args.name, framework=args.framework, device=device, rank=rank,
                             world_size=world_size, seeds=list(args.seeds), out=args.out,
                             quick=args.quick, progress_bars=not args.no_progress,

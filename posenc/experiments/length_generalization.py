@@ -17,7 +17,7 @@ from posenc.experiments.common import (SCHEMES, count_parameters, evaluate, fit,
 NAME = "length-generalization"
 
 #: Sizes: the quick setting (2 CPU cores, minutes) and the default (one GPU).
-QUICK = dict(tasks=["copy", "reverse"], train_len=8, test_len=None, steps=600, batch_size=32,
+QUICK = dict(tasks=["copy", "reverse"], train_len=8, test_len=None, steps=400, batch_size=32,
              dim=64, depth=2, heads=4, lr=3e-3, eval_examples=64)
 DEFAULT = dict(tasks=["copy", "reverse", "sort", "addition"], train_len=20, test_len=None,
                steps=4000, batch_size=64, dim=128, depth=4, heads=4, lr=1e-3,

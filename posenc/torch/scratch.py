@@ -165,6 +165,15 @@ def alibi_bias(num_heads, q_len, k_len, causal=True):
     return -alibi_slopes(num_heads)[:, None, None] * distance
 
 
+# The lab (chapter 10)
+
+
+def perplexity(logits, targets):
+    """exp of the mean cross-entropy of next-token logits (batch, seq, vocab) against targets."""
+    ce = torch.nn.functional.cross_entropy(logits.flatten(0, -2), targets.flatten())
+    return torch.exp(ce)
+
+
 # Chapter 11
 
 
