@@ -28,14 +28,10 @@ NAME = "probe"
 #: The schemes the book compares.
 PROBE_SCHEMES = ("none", "sinusoidal", "learned", "rope", "alibi")
 
-QUICK = dict(train_len=32, steps=100, batch_size=16, dim=64, depth=2, heads=4, lr=3e-3,
+QUICK = dict(train_len=32, steps=200, batch_size=16, dim=64, depth=2, heads=4, lr=3e-3,
              probe_windows=96, sentence_len=24)
 DEFAULT = dict(train_len=128, steps=2000, batch_size=64, dim=256, depth=4, heads=8, lr=1e-3,
                probe_windows=512, sentence_len=48)
-
-#: Where the sentence whose attention the book draws starts in the validation text.
-SENTENCE_START = 0
-
 
 def add_arguments(parser) -> None:
     group = parser.add_argument_group(NAME)
@@ -60,10 +56,15 @@ def settings(args) -> dict:
 def sentence(valid_ids, vocab, length: int):
     """The validation sentence whose attention is drawn: ``(ids (1, length), text)``.
 
-    It starts at the first line break at or after :data:`SENTENCE_START`, plus one.
+    The first place in the validation text where a sentence starts (a capital letter after
+    ``". "``) and the next ``length`` characters are letters, spaces and commas only: prose,
+    not code, so that the picture reads as a sentence.
     """
-    text = vocab.decode(valid_ids[SENTENCE_START:SENTENCE_START + 4096])
-    start = SENTENCE_START + text.find("\n") + 1
+    import re
+
+    text = vocab.decode(valid_ids)
+    found = re.search(r"(?<=\. )[A-Z][A-Za-z ,]{%d}" % (length - 1), text)
+    start = found.start() if found else 0
     ids = np.asarray(valid_ids[start:start + length])[None]
     return ids, vocab.decode(ids[0])
 
