@@ -81,10 +81,7 @@ def _options(base, rope_scaling, rope_layout, max_distance, num_buckets, grid) -
 
 def _option_config(options: dict) -> dict:
     """Every scheme option for ``get_config``: the scheme's values, ``None`` for the rest."""
-    out = {name: options.get(name) for name in OPTION_NAMES}
-    if out["grid"] is not None:
-        out["grid"] = list(out["grid"])
-    return out
+    return {name: options.get(name) for name in OPTION_NAMES}
 
 
 def _layer_norm(x, scale, bias):
@@ -294,7 +291,8 @@ class MultiHeadAttention(keras.layers.Layer):
         bias = self._logit_bias(q_len, k_len)
         if bias is not None:
             logits = logits + bias
-        weights = ops.softmax(logits, axis=-1)
+        # (one key: Keras warns about a softmax over an axis of size 1; it is 1)
+        weights = ops.softmax(logits, axis=-1) if k_len != 1 else ops.ones_like(logits)
         dropped = weights
         if self.weights_dropout is not None:
             dropped = self.weights_dropout(weights, training=training)

@@ -202,9 +202,7 @@ class MultiHeadAttention(nn.Module):
 
     def _heads(self, x, kernel, bias=None):
         """``x @ kernel (+ bias)`` split into ``(batch, heads, seq, head_dim)``."""
-        if not torch.is_autocast_enabled():
-            kernel = kernel.to(x.dtype)
-        y = x @ kernel
+        y = x @ (kernel if torch.is_autocast_enabled() else kernel.to(x.dtype))
         if bias is not None:
             y = y + bias.to(y.dtype)
         return y.unflatten(-1, (self.heads, self.head_dim)).transpose(1, 2)
@@ -240,14 +238,9 @@ class MultiHeadAttention(nn.Module):
         else:
             z = self._fused(q, k, v, dropout)
         z = z.transpose(1, 2).flatten(-2)
-        out = self._project(z)
+        out = _linear(z, self.output_kernel, self.output_bias)
         return (out, weights) if return_attention else out
 
-    def _project(self, z):
-        kernel, bias = self.output_kernel, self.output_bias
-        if not torch.is_autocast_enabled():
-            kernel, bias = kernel.to(z.dtype), bias.to(z.dtype)
-        return z @ kernel + bias
 
     def _logit_bias(self, q_len: int, k_len: int, device):
         """The scheme's bias plus the causal mask, float32 ``(1, heads, q_len, k_len)``, or
@@ -325,9 +318,9 @@ class _Block(nn.Module):
 
 
 def _linear(x, kernel, bias):
-    if not torch.is_autocast_enabled():
-        kernel, bias = kernel.to(x.dtype), bias.to(x.dtype)
-    return x @ kernel + bias
+    """``x @ kernel + bias`` in ``x``'s dtype (autocast's, under autocast)."""
+    y = x @ (kernel if torch.is_autocast_enabled() else kernel.to(x.dtype))
+    return y + bias.to(y.dtype)
 
 
 class Transformer(nn.Module):
