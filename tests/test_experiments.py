@@ -127,7 +127,7 @@ def test_padding_and_widths():
     inputs, targets, weights = data.task_batch("copy", [2, 5], seed=0, width=20)
     assert inputs.shape == (2, 20)
     assert (inputs[0, 4:] == data.PAD).all() and weights[0].sum() == 2
-    assert data.sequence_width("copy", 5) == 10 and data.sequence_width("addition", 5) == 16
+    assert data.sequence_width("copy", 5) == 10 and data.sequence_width("addition", 5) == 17
     with pytest.raises(ValueError, match="width"):
         data.task_batch("copy", [5], seed=0, width=3)
 

@@ -12,6 +12,9 @@ Run one from a shell::
 :class:`~posenc.experiments.common.ExperimentContext`). The shared pieces (data, model, loops,
 metadata, results) are in :mod:`posenc.experiments.data` and :mod:`posenc.experiments.common`.
 
+After every trained model the results so far are written (``meta["partial"]`` is true until
+the run ends), so a run that stops early leaves what it measured.
+
 The results of the runs the book shows are package data in
 ``posenc/experiments/results/<name>/``; :func:`load_results` reads them.
 """

@@ -54,5 +54,6 @@ def run(args, ctx) -> dict:
                     f"{result['tokens_per_second']:.0f} characters/s, perplexity "
                     f"{short['perplexity']:.3f} at {s['train_len']}, "
                     f"{long['perplexity']:.3f} at {long_len}")
-    path = ctx.write_results(rows, {"settings": s, "vocab_size": len(vocab)})
+            ctx.write_results(rows, {"settings": s, "partial": True})
+    path = ctx.write_results(rows, {"settings": s, "vocab_size": len(vocab), "partial": False})
     return {"results": path, "rows": len(rows)}

@@ -162,7 +162,7 @@ def length_batches(task: str, max_length: int, num_examples: int, *, seed: int,
 
 def sequence_width(task: str, length: int) -> int:
     """Positions the model reads for an example of ``length``: ``len(input SEP output) - 1``."""
-    return 3 * length + 1 if task == "addition" else 2 * length
+    return 3 * length + 2 if task == "addition" else 2 * length
 
 
 # --------------------------------------------------------------------------- text

@@ -106,5 +106,6 @@ def run(args, ctx) -> dict:
                 ctx.log(f"{label}: loss {result['losses'][-1]:.3f}, exact match "
                         f"{sum(ind) / len(ind):.3f} up to L, {sum(out) / len(out):.3f} beyond "
                         f"({result['seconds']:.0f} s)")
-    path = ctx.write_results(rows, {"settings": s, "training": training})
+                ctx.write_results(rows, {"settings": s, "training": training, "partial": True})
+    path = ctx.write_results(rows, {"settings": s, "training": training, "partial": False})
     return {"results": path, "rows": len(rows)}

@@ -100,7 +100,8 @@ def run(args, ctx) -> dict:
                              "train_len": s["train_len"], **got})
                 ctx.log(f"{scheme} seed {seed}: perplexity {got['perplexity']:.3f} at "
                         f"{length} characters")
-    path = ctx.write_results(rows, {"settings": s, "training": training,
+            ctx.write_results(rows, {"settings": s, "training": training, "partial": True})
+    path = ctx.write_results(rows, {"settings": s, "training": training, "partial": False,
                                     "vocab_size": len(vocab),
                                     "train_chars": len(train_ids),
                                     "valid_chars": len(valid_ids)})
