@@ -526,6 +526,7 @@ def test_gradients_experiment_flags_the_starved_controls(tmp_path):
     assert main(["gradients", "--schemes", "learned", "t5", "learned-scaled", "learned-detached",
                  "--out", str(tmp_path), *TINY_LAB]) == 0
     got = read_results(tmp_path / "gradients" / "results.json")
+    assert got["meta"]["partial"] is False
     verdicts = got["meta"]["verdicts"]
     assert verdicts == {"learned/0": "healthy", "t5/0": "healthy",
                         "learned-scaled/0": "starved", "learned-detached/0": "starved"}
@@ -559,6 +560,7 @@ def test_probe_experiment_rows_and_pictures(tmp_path):
         (s, t, layer) for s in ("learned", "alibi") for t in ("init", "trained")
         for layer in (0, 1)}
     meta = got["meta"]
+    assert meta["partial"] is False
     assert np.asarray(meta["attention"]["alibi"]).shape == (1, 2, 6, 6)
     assert len(meta["sentence"]) == 6
     profile = meta["learned_table_similarity_by_offset"]["0"]

@@ -168,6 +168,7 @@ def run(args, ctx) -> dict:
                 healthy_ratios.extend(ratios.tolist())
             ctx.log(f"{scheme} seed {seed}: median ratio {summary[f'{scheme}/{seed}']['median']:.3g}"
                     f" ({summary[f'{scheme}/{seed}']['health']})")
+            ctx.write_results(rows, {"settings": s, "summary": summary, "partial": True})
     measured = healthy_range(healthy_ratios) if healthy_ratios else None
     extra = {"settings": s, "summary": summary,
              "healthy_range_measured": measured,
@@ -175,6 +176,7 @@ def run(args, ctx) -> dict:
                                    f"widened {WIDEN:g}x each side, rounded out to powers of 10",
              "healthy_range_used": list(GRADIENT_RATIO_RANGE),
              "verdicts": {key: gradient_health(value["median"])
-                          for key, value in summary.items()}}
+                          for key, value in summary.items()},
+             "partial": False}
     path = ctx.write_results(rows, extra)
     return {"results": path, "rows": len(rows)}

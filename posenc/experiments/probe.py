@@ -134,7 +134,8 @@ def run(args, ctx) -> dict:
                 attention[scheme] = np.round(np.stack([m[0] for m in maps]), 4).tolist()
             ctx.log(f"{scheme} seed {seed}: probe R^2 by layer "
                     + ", ".join(f"{row['r2']:.3f}" for row in trained))
+            ctx.write_results(rows, {"settings": s, "partial": True})
     extra = {"settings": s, "learned_table_similarity_by_offset": table_profile,
-             "sentence": sentence_text, "attention": attention}
+             "sentence": sentence_text, "attention": attention, "partial": False}
     path = ctx.write_results(rows, extra)
     return {"results": path, "rows": len(rows)}
