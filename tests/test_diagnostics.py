@@ -599,3 +599,25 @@ def test_committed_probe_results():
         assert r2[(scheme, "trained", 0)] > 0.9, scheme
     for scheme in ("none", "rope", "alibi"):
         assert r2[(scheme, "trained", 0)] < 0.2, scheme
+
+
+def test_bfloat16_models_give_float32_states_and_finite_norms(mixed_bfloat16):
+    torch.manual_seed(0)
+    model = TorchStandIn().to(torch.bfloat16)
+    tokens = torch.from_numpy(_lag_batches(1)[0])
+    hidden = td.hidden_states(model, tokens)
+    assert all(h.dtype == np.float32 for h in hidden)
+    monitor = td.GradientMonitor(model)
+    model(tokens).float().logsumexp(-1).mean().backward()
+    monitor.remove()
+    assert monitor.log.steps == 1 and np.isfinite(monitor.ratios).all()
+    assert monitor.health() == "healthy"
+    # Keras under the mixed_bfloat16 policy (the fixture): states come back as float32
+    keras_model = _keras_model()
+    states = kd.hidden_states(keras_model, tokens.numpy().astype("int32"))
+    assert all(h.dtype == np.float32 for h in states)
+    assert keras.backend.standardize_dtype(keras_model.embed.compute_dtype) == "bfloat16"
+    k_monitor = kd.GradientMonitor(keras_model)
+    k_monitor.gradients(lambda: ops.mean(ops.cast(keras_model(tokens.numpy().astype("int32")),
+                                                  "float32") ** 2))
+    assert np.isfinite(k_monitor.ratios).all() and k_monitor.health() == "healthy"
