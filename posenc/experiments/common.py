@@ -78,6 +78,7 @@ class ExperimentContext:
     quick: bool = False
     progress_bars: bool = True
     command: str = ""
+    tag: str | None = None
     arguments: dict = field(default_factory=dict)
     started: float = field(default_factory=time.time)
 
@@ -131,12 +132,14 @@ class ExperimentContext:
         """Write ``rows`` (a list of flat dicts) with :func:`metadata` as JSON and CSV.
 
         Files: ``<out>/<name>/<stem>.json`` and ``.csv``; ``stem`` defaults to ``"results"``
-        for PyTorch and ``"results-keras"`` for Keras. Only rank 0 writes; the others return
-        ``None``.
+        for PyTorch and ``"results-keras"`` for Keras, followed by ``-<tag>`` when the run has
+        a tag. Only rank 0 writes; the others return ``None``.
         """
         if not self.is_main:
             return None
-        stem = stem or ("results" if self.framework == "torch" else "results-keras")
+        from posenc.experiments import results_path
+
+        stem = stem or results_path(self.name, framework=self.framework, tag=self.tag).stem
         meta = metadata(self)
         meta.update(extra_meta or {})
         return write_results(Path(self.out) / self.name, stem, rows, meta)
