@@ -66,6 +66,7 @@ class ExperimentContext:
         quick: the small setting.
         progress_bars: show tqdm bars (rank 0 only).
         command: the command line as the user typed it.
+        commit: the code's git commit when the run started.
     """
 
     name: str
@@ -81,6 +82,7 @@ class ExperimentContext:
     tag: str | None = None
     arguments: dict = field(default_factory=dict)
     started: float = field(default_factory=time.time)
+    commit: str = field(default_factory=lambda: git_commit())
 
     @property
     def is_main(self) -> bool:
@@ -204,7 +206,7 @@ def metadata(ctx: ExperimentContext) -> dict:
         "experiment": ctx.name,
         "command": ctx.command,
         "arguments": ctx.arguments,
-        "commit": git_commit(),
+        "commit": ctx.commit,
         "hardware": hardware(ctx.device),
         "versions": versions(),
         "framework": ctx.framework,
