@@ -49,7 +49,9 @@ def _keras_weights(layer) -> dict:
 def _keras_attribute_weights(layer, prefix: str = "") -> dict:
     keras = sys.modules["keras"]
     out = {}
-    for name, value in vars(layer).items():
+    # (On Keras's PyTorch backend a sublayer assigned to an attribute is a torch submodule,
+    # kept in _modules rather than in the instance's __dict__.)
+    for name, value in {**vars(layer), **(getattr(layer, "_modules", None) or {})}.items():
         if name.startswith("_"):
             continue
         items = ([(f"{name}/{i}", v) for i, v in enumerate(value)]

@@ -51,7 +51,9 @@ __all__ = [
     "ROPE_LAYOUTS",
     "ROPE_SCALINGS",
     "rope_frequencies",
+    "checked_frequencies",
     "layout_permutation",
+    "grid_positions",
 ]
 
 
@@ -167,7 +169,7 @@ def rope_frequencies(head_dim: int, *, base: float = 10000.0, scaling: dict | No
         >>> inv_freq
         array([1.   , 0.1  , 0.01 , 0.001], dtype=float32)
         >>> rope_frequencies(8, scaling={"rope_type": "linear", "factor": 4.0})[0]
-        array([2.5e-01, 2.5e-02, 2.5e-03, 2.5e-04], dtype=float32)
+        array([0.25   , 0.025  , 0.0025 , 0.00025], dtype=float32)
 
     References:
         Su et al., "RoFormer: Enhanced Transformer with Rotary Position
@@ -176,7 +178,12 @@ def rope_frequencies(head_dim: int, *, base: float = 10000.0, scaling: dict | No
         "YaRN: Efficient Context Window Extension of Large Language Models",
         ICLR 2024.
     """
-    what = "rope_frequencies"
+    return checked_frequencies(head_dim, base, scaling, seq_len, what="rope_frequencies")
+
+
+def checked_frequencies(head_dim: int, base: float, scaling: dict | None, seq_len: int | None,
+                        *, what: str) -> tuple[np.ndarray, float]:
+    """:func:`rope_frequencies` for the caller ``what`` (whose name its errors carry)."""
     head_dim = check_head_dim(head_dim, what=what)
     base = check_base(base, what=what)
     params = check_rope_scaling(scaling, tuple(ROPE_SCALINGS), head_dim, seq_len, what=what)
@@ -205,3 +212,15 @@ def layout_permutation(head_dim: int, to: str) -> np.ndarray:
     if to == "half":
         return np.concatenate([np.arange(0, head_dim, 2), np.arange(1, head_dim, 2)])
     return np.stack([np.arange(half), np.arange(half) + half], axis=1).reshape(-1)
+
+
+def grid_positions(height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The row and the column of each patch of a row-major ``height x width`` grid
+    (axial 2D RoPE): two int32 arrays ``(height * width,)``.
+
+    Example:
+        >>> grid_positions(2, 3)
+        (array([0, 0, 0, 1, 1, 1], dtype=int32), array([0, 1, 2, 0, 1, 2], dtype=int32))
+    """
+    rows, cols = np.divmod(np.arange(height * width, dtype=np.int32), np.int32(width))
+    return rows, cols

@@ -14,6 +14,7 @@ import posenc.keras as pk
 import posenc.torch as pt
 from faces import np32, tensor
 from posenc import rotary
+from reference import rope as rope_np
 
 FACES = {"torch": pt, "keras": pk}
 LAYOUTS = ("half", "interleaved")
@@ -32,23 +33,6 @@ def qk(shape=(2, 3, 12, 16), seed=0):
     rng = np.random.default_rng(seed)
     return (rng.normal(size=shape).astype(np.float32),
             rng.normal(size=shape).astype(np.float32))
-
-
-def rope_np(x, positions, inv_freq, layout):
-    """The rotation written with complex numbers (float64), for the tests only."""
-    n = len(inv_freq)
-    angles = np.asarray(positions, np.float64)[..., None] * np.float64(inv_freq)
-    if layout == "half":
-        z = x[..., :n] + 1j * x[..., n:2 * n]
-    else:
-        z = x[..., 0:2 * n:2] + 1j * x[..., 1:2 * n:2]
-    z = z * np.exp(1j * angles)
-    out = x.astype(np.float64).copy()
-    if layout == "half":
-        out[..., :n], out[..., n:2 * n] = z.real, z.imag
-    else:
-        out[..., 0:2 * n:2], out[..., 1:2 * n:2] = z.real, z.imag
-    return out
 
 
 # --------------------------------------------------------------------------- frequencies
@@ -151,6 +135,26 @@ def test_torch_gradient_is_the_inverse_rotation():
                                                          layout=layout), (x.requires_grad_(),))
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_torch_non_contiguous_inputs(layout):
+    """q as attention code makes it: a (batch, seq, heads, head_dim) projection transposed,
+    or every other feature of a wider tensor; the gradient is the inverse rotation."""
+    x = np.random.default_rng(5).normal(size=(2, 12, 3, 33)).astype(np.float32)
+    g = np.random.default_rng(6).normal(size=(2, 3, 12, 16)).astype(np.float32)
+    inv_freq, _ = rotary.rope_frequencies(12)
+    for pick in (lambda t: t[..., :16].transpose(1, 2), lambda t: t.transpose(1, 2)[..., 1::2]):
+        leaf = torch.tensor(x, requires_grad=True)
+        view = pick(leaf)
+        assert not view.is_contiguous()
+        got = pt.apply_rope(view, torch.arange(12), inv_freq, layout=layout)
+        want = rope_np(view.detach().numpy(), np.arange(12), inv_freq, layout)
+        np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-5, atol=2e-5)
+        got.backward(torch.as_tensor(g))
+        np.testing.assert_allclose(pick(leaf.grad).numpy(),
+                                   rope_np(g, -np.arange(12), inv_freq, layout),
+                                   rtol=1e-5, atol=2e-5)
+
+
 # --------------------------------------------------------------------------- the module
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -242,6 +246,19 @@ def test_axial_2d_scores_depend_only_on_the_2d_offset(face):
     assert s[0, 0, 1, 2] != pytest.approx(s[0, 0, 2, 1], rel=1e-3)
     rows = rope_np(q[:, :8], np.arange(20) // width, inv_freq, "half")
     np.testing.assert_allclose(qr[:, :8], rows, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("face", FACES)
+def test_rotary_embedding_2d_is_apply_rope_2d_on_q_and_k(face, layout):
+    q, k = qk(shape=(2, 3, 20, 16))
+    m = FACES[face]
+    q_rot, k_rot = m.RotaryEmbedding2D(16, (4, 5), base=50.0, layout=layout)(
+        tensor(face, q), tensor(face, k))
+    inv_freq, _ = rotary.rope_frequencies(8, base=50.0)
+    for got, x in ((q_rot, q), (k_rot, k)):
+        np.testing.assert_array_equal(np32(got), np32(m.apply_rope_2d(
+            tensor(face, x), 4, 5, inv_freq, layout=layout)))
 
 
 # --------------------------------------------------------------------------- precision

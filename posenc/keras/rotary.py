@@ -26,6 +26,7 @@ from keras import ops
 from posenc import rotary as numpy_rotary
 from posenc._checks import (
     check_float,
+    check_hw,
     check_head_dim,
     check_int,
     check_positive_int,
@@ -43,6 +44,7 @@ __all__ = [
     "convert_rope_layout",
     "RotaryEmbedding",
     "apply_rope_2d",
+    "RotaryEmbedding2D",
 ]
 
 
@@ -87,32 +89,46 @@ def rope_frequencies(head_dim: int, *, base: float = 10000.0, scaling: dict | No
 # --------------------------------------------------------------------------- the rotation
 
 def _angles(positions, inv_freq, attention_factor: float):
-    """float32 ``cos`` and ``sin`` of ``positions * inv_freq``: ``(*positions.shape, n)``."""
-    angles = (ops.expand_dims(ops.cast(positions, "float32"), -1)
-              * ops.cast(inv_freq, "float32"))
-    cos, sin = ops.cos(angles), ops.sin(angles)
+    """float32 ``cos`` and ``sin`` of ``positions * inv_freq``: ``(*positions.shape, n)``.
+
+    The frequencies are padded with zeros to a multiple of 16 for the sines and
+    cosines: a backend that computes the last elements of a tensor outside its
+    vector loop (TensorFlow on a CPU) then gives every position the same bits,
+    whatever the shape of ``positions``.
+    """
+    n = inv_freq.shape[0]
+    inv_freq = ops.pad(ops.cast(inv_freq, "float32"), [(0, -n % 16)])
+    angles = ops.expand_dims(ops.cast(positions, "float32"), -1) * inv_freq
+    cos, sin = ops.cos(angles)[..., :n], ops.sin(angles)[..., :n]
     if attention_factor != 1.0:
         cos, sin = cos * attention_factor, sin * attention_factor
     return cos, sin
 
 
 def _rotate(x, cos, sin, layout: str, dtype=None):
-    """``x`` (cast to ``dtype``) rotated by float32 ``cos``/``sin`` ``(..., seq, n)``."""
+    """``x`` (cast to ``dtype``) rotated by float32 ``cos``/``sin`` ``(..., seq, n)``.
+
+    ``x * C + swap(x) * S``: ``swap`` exchanges the members of each pair, ``C``
+    repeats cos over both members and ``S`` is ``-sin`` on the first, ``sin`` on
+    the second: four passes over ``x``, each a plain elementwise op on every backend.
+    """
     dtype = dtype or dtype_of(x)
     x = ops.cast(x, dtype)
     cos, sin = ops.cast(cos, dtype), ops.cast(sin, dtype)
     n = cos.shape[-1]
-    rot = x[..., :2 * n]
+    whole = x.shape[-1] == 2 * n
+    rot = x if whole else x[..., :2 * n]
     if layout == "half":
-        x1, x2 = rot[..., :n], rot[..., n:]
-        rotated = ops.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+        c, s = ops.concatenate([cos, cos], axis=-1), ops.concatenate([sin, sin], axis=-1)
+        swapped = ops.roll(rot, n, axis=-1)
+        sign = np.repeat(np.array([-1.0, 1.0], np.float32), n)
     else:
-        x1, x2 = rot[..., 0::2], rot[..., 1::2]
-        pairs = ops.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
-        rotated = ops.reshape(pairs, ops.shape(rot))
-    if 2 * n < x.shape[-1]:
-        return ops.concatenate([rotated, x[..., 2 * n:]], axis=-1)
-    return rotated
+        c, s = ops.repeat(cos, 2, axis=-1), ops.repeat(sin, 2, axis=-1)
+        swapped = ops.reshape(ops.stack([rot[..., 1::2], rot[..., 0::2]], axis=-1),
+                              ops.shape(rot))
+        sign = np.tile(np.array([-1.0, 1.0], np.float32), n)
+    rotated = rot * c + swapped * (s * ops.cast(sign, dtype))
+    return rotated if whole else ops.concatenate([rotated, x[..., 2 * n:]], axis=-1)
 
 
 def _batched(cos, sin, positions, x):
@@ -214,16 +230,21 @@ def apply_rope_2d(x, height: int, width: int, inv_freq, *, layout: str = "half")
     what = "apply_rope_2d"
     height = check_positive_int("height", height, what=what)
     width = check_positive_int("width", width, what=what)
-    inv_freq = _inv_freq(inv_freq, what)
-    x = ops.convert_to_tensor(x)
+    return _rope_2d(ops.convert_to_tensor(x), height, width, _inv_freq(inv_freq, what), layout,
+                    what=what)
+
+
+def _rope_2d(x, height: int, width: int, inv_freq, layout: str, *, what: str, dtype=None):
+    """Rows on the first ``2n`` features, columns on the next ``2n``; the rest unchanged."""
     n = inv_freq.shape[0]
     _check_x(x, 2 * n, name="x", what=what)
     check_rope_positions((height * width,), x.shape, name="x", what=what)
-    rows, cols = (a.astype(np.int32) for a in np.divmod(np.arange(height * width), width))
-    parts = [apply_rope(x[..., :2 * n], rows, inv_freq, layout=layout),
-             apply_rope(x[..., 2 * n:4 * n], cols, inv_freq, layout=layout)]
+    rows, cols = numpy_rotary.grid_positions(height, width)
+    dtype = dtype or dtype_of(x)
+    parts = [_rotate(x[..., :2 * n], *_angles(rows, inv_freq, 1.0), layout, dtype),
+             _rotate(x[..., 2 * n:4 * n], *_angles(cols, inv_freq, 1.0), layout, dtype)]
     if 4 * n < x.shape[-1]:
-        parts.append(x[..., 4 * n:])
+        parts.append(ops.cast(x[..., 4 * n:], dtype))
     return ops.concatenate(parts, axis=-1)
 
 
@@ -269,9 +290,10 @@ class RotaryEmbedding(keras.layers.Layer):
 
     The layer computes ``inv_freq`` once (:func:`rope_frequencies`) and keeps
     float32 cos and sin for positions ``0 .. size-1`` as NumPy arrays (at least
-    ``max_len``; the table doubles when a call needs more); a call with a
-    static length and the default positions slices it as a constant, so the
-    layer works eagerly, in ``tf.function`` and under ``jit_compile``. Called
+    ``max_len``; the table doubles when an eager call needs more, and a traced
+    call past its end computes its own); a call with a static length and the
+    default positions slices it as a constant, so the layer works eagerly, in
+    ``tf.function`` and under ``jit_compile``. Called
     with ``offset``, it rotates the new tokens of a decoder at positions
     ``offset .. offset + seq - 1``: token-by-token decoding equals the full
     pass. With ``scaling={"rope_type": "dynamic", ...}`` the frequencies
@@ -323,11 +345,10 @@ class RotaryEmbedding(keras.layers.Layer):
         check_rope_features(self.rotary_dim // 2, self.head_dim, name="q", what=what)
         self.layout = check_rope_layout(layout, what=what)
         self.max_len = check_positive_int("max_len", max_len, what=what)
+        self.dynamic = isinstance(scaling, dict) and scaling.get("rope_type") == "dynamic"
+        self._inv_freq, self.attention_factor = numpy_rotary.checked_frequencies(
+            self.rotary_dim, base, scaling, self.max_len if self.dynamic else None, what=what)
         self.scaling = None if scaling is None else dict(scaling)
-        self.dynamic = bool(scaling) and scaling.get("rope_type") == "dynamic"
-        self._inv_freq, self.attention_factor = numpy_rotary.rope_frequencies(
-            self.rotary_dim, base=base, scaling=scaling,
-            seq_len=self.max_len if self.dynamic else None)
         self.base = float(base)
         self._cos = self._sin = np.zeros((0, self.rotary_dim // 2), np.float32)
         self.built = True
@@ -346,9 +367,12 @@ class RotaryEmbedding(keras.layers.Layer):
         end = offset + seq
         if self._cos.shape[0] < end:
             size = max(self.max_len, 1 << (end - 1).bit_length())
-            angles = np.arange(size, dtype=np.float32)[:, None] * self._inv_freq
-            self._cos = (np.cos(angles) * np.float32(self.attention_factor)).astype(np.float32)
-            self._sin = (np.sin(angles) * np.float32(self.attention_factor)).astype(np.float32)
+            cos, sin = _angles(ops.arange(size, dtype="int32"), self._inv_freq,
+                               self.attention_factor)
+            try:   # the same ops as explicit positions, so the same bits
+                self._cos, self._sin = ops.convert_to_numpy(cos), ops.convert_to_numpy(sin)
+            except (NotImplementedError, TypeError, ValueError):   # traced: no value yet
+                return cos[offset:end], sin[offset:end]
         return (ops.convert_to_tensor(self._cos[offset:end]),
                 ops.convert_to_tensor(self._sin[offset:end]))
 
@@ -386,4 +410,63 @@ class RotaryEmbedding(keras.layers.Layer):
         config.update({"head_dim": self.head_dim, "base": self.base, "scaling": self.scaling,
                        "layout": self.layout, "rotary_dim": self.rotary_dim,
                        "max_len": self.max_len})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="posenc")
+class RotaryEmbedding2D(keras.layers.Layer):
+    """Axial 2D RoPE for the patches of an image: rotates ``q`` and ``k`` by row and column.
+
+    The first half of each head's features turns with the patch's row, the
+    second half with its column (:func:`apply_rope_2d` with
+    ``rope_frequencies(head_dim // 2)``), so a score depends only on the 2D
+    offset between two patches. The grid is fixed; no weights.
+
+    Args:
+        head_dim: features per head, a multiple of 4.
+        grid: ``(height, width)`` of the row-major grid of patches.
+        base: the wavelength base; default 10000.0.
+        layout: ``"half"`` (default) or ``"interleaved"``, within each axis' half.
+
+    Call arguments:
+        q: ``(batch, heads, height * width, head_dim)`` (any ``(..., height * width, head_dim)``).
+        k: the keys, of the same layout.
+
+    Returns:
+        ``(q_rot, k_rot)`` of the shapes of ``q`` and ``k``, in the compute dtype.
+
+    Example:
+        >>> rope = RotaryEmbedding2D(32, (6, 7))
+        >>> q = k = keras.random.normal((2, 4, 42, 32))
+        >>> tuple(rope(q, k)[0].shape)
+        (2, 4, 42, 32)
+
+    References:
+        Heo et al., "Rotary Position Embedding for Vision Transformer", ECCV 2024.
+    """
+
+    def __init__(self, head_dim: int, grid, *, base: float = 10000.0, layout: str = "half",
+                 **kwargs):
+        super().__init__(**kwargs)
+        what = "RotaryEmbedding2D"
+        self.head_dim = check_head_dim(head_dim, multiple=4, what=what)
+        self.grid = check_hw("grid", grid, what=what)
+        self.layout = check_rope_layout(layout, what=what)
+        self._inv_freq, _ = numpy_rotary.checked_frequencies(self.head_dim // 2, base, None,
+                                                             None, what=what)
+        self.base = float(base)
+        self.built = True
+
+    def call(self, q, k):
+        what = type(self).__name__
+        return tuple(_rope_2d(t, *self.grid, self._inv_freq, self.layout, what=what,
+                              dtype=self.compute_dtype) for t in (q, k))
+
+    def compute_output_shape(self, q_shape, k_shape=None):
+        return tuple(q_shape), tuple(q_shape if k_shape is None else k_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"head_dim": self.head_dim, "grid": list(self.grid), "base": self.base,
+                       "layout": self.layout})
         return config
