@@ -621,3 +621,17 @@ def test_bfloat16_models_give_float32_states_and_finite_norms(mixed_bfloat16):
     k_monitor.gradients(lambda: ops.mean(ops.cast(keras_model(tokens.numpy().astype("int32")),
                                                   "float32") ** 2))
     assert np.isfinite(k_monitor.ratios).all() and k_monitor.health() == "healthy"
+
+
+def test_probe_experiment_in_keras(tmp_path):
+    from posenc.experiments.cli import main
+    from posenc.experiments.common import read_results
+
+    assert main(["probe", "--framework", "keras", "--schemes", "learned", "--probe-windows", "8",
+                 "--sentence-len", "6", "--out", str(tmp_path), *TINY_LAB]) == 0
+    got = read_results(tmp_path / "probe" / "results-keras.json")
+    assert [(r["stage"], r["layer"]) for r in got["rows"]] == [
+        ("init", 0), ("init", 1), ("trained", 0), ("trained", 1)]
+    assert np.asarray(got["meta"]["attention"]["learned"]).shape == (1, 2, 6, 6)
+    assert got["meta"]["learned_table_similarity_by_offset"]["0"]["before"][0] == \
+        pytest.approx(1.0)
