@@ -17,6 +17,8 @@ MODULES = [
     "posenc.keras.structured", "posenc.keras.bias", "posenc.keras.shaw", "posenc.keras.tasks",
     "posenc.rotary", "posenc.torch.rotary", "posenc.keras.rotary",
     "posenc.attention", "posenc.torch.attention", "posenc.keras.attention",
+    "posenc.diagnostics", "posenc.torch.diagnostics", "posenc.keras.diagnostics",
+    "posenc.experiments.gradients",
 ]
 
 

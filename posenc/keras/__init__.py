@@ -39,6 +39,9 @@ faces ``posenc/torch/<family>.py`` and ``posenc/keras/<family>.py``.
 * ``tasks.py`` (import it as ``posenc.keras.tasks``; not re-exported here):
   ``LagModel``, ``lag_loss``, ``train_lag``, ``accuracy_by_position``: the small task the
   chapters train on (data and analysis helpers in ``posenc/tasks.py``).
+* ``diagnostics.py`` (import it as ``posenc.keras.diagnostics``; not re-exported here):
+  ``hidden_states``, ``attention_maps``, ``GradientMonitor`` (gradient norms computed with the backend's autodiff);
+  the analysis (similarity, the position probe, the healthy range) is ``posenc/diagnostics.py``.
 * ``scratch.py`` (``posenc.keras.scratch``): the few-line teaching versions the chapters
   show beside ``posenc.torch.scratch``, tested equal to the package.
 * ``_util.py``: :class:`AdditiveEncoding`, the base of every class above that
