@@ -400,3 +400,26 @@ def test_chapter6_alibi_bias_scratch_equals_the_package(causal, q_len, k_len):
     assert np.all(np.isinf(want_t[:, ~seen])) and np.all(np.isfinite(want_t[:, seen]))
     for got, want in ((got_t, want_t), (got_k, want_k), (got_k, want_t)):
         np.testing.assert_allclose(got[:, seen], want[:, seen], rtol=1e-6, atol=0)
+
+
+# Chapter 10
+
+
+def test_perplexity_equals_the_lab():
+    from posenc.experiments.common import ExperimentContext, evaluate_torch
+
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(8, 6, 5)).astype(np.float32)
+    targets = rng.integers(0, 5, size=(8, 6))
+
+    class Fixed(torch.nn.Module):
+        def forward(self, tokens):
+            return torch.from_numpy(logits)
+
+    ctx = ExperimentContext(name="t", device=torch.device("cpu"), progress_bars=False)
+    want = evaluate_torch(Fixed(), [(targets, targets, np.ones((8, 6), np.float32))],
+                          ctx=ctx)["perplexity"]
+    got_t = float(st.perplexity(torch.from_numpy(logits), torch.from_numpy(targets)))
+    got_k = float(ops.convert_to_numpy(sk.perplexity(logits, targets)))
+    assert got_t == pytest.approx(want, rel=1e-6) and got_k == pytest.approx(want, rel=1e-6)
+    assert want > 5.0 / 2          # random logits: worse than half the vocabulary's 5

@@ -33,6 +33,9 @@ faces ``posenc/torch/<family>.py`` and ``posenc/keras/<family>.py``.
   :class:`RotaryEmbedding` (called as ``rope(q, k, offset=0, positions=None)``),
   :func:`apply_rope_2d`, :class:`RotaryEmbedding2D` (frequencies and layouts in
   ``posenc/rotary.py``).
+* ``attention.py``: :class:`MultiHeadAttention` and :class:`Transformer` with every
+  positional scheme by name (``position=``; the registry ``posenc.attention.POSITIONS``,
+  the option rules and the decoding cache in ``posenc/attention.py``).
 * ``tasks.py`` (import it as ``posenc.keras.tasks``; not re-exported here):
   ``LagModel``, ``lag_loss``, ``train_lag``, ``accuracy_by_position``: the small task the
   chapters train on (data and analysis helpers in ``posenc/tasks.py``).
@@ -51,6 +54,7 @@ Each family module and the function it exports can share a name: after
 module with ``importlib.import_module("posenc.keras.sinusoidal")``.
 """
 
+from posenc.keras import attention as _attention
 from posenc.keras import bias as _bias
 from posenc.keras import learned as _learned
 from posenc.keras import regularization as _regularization
@@ -63,6 +67,7 @@ from posenc.keras.regularization import *  # noqa: F401,F403
 from posenc.keras.structured import *  # noqa: F401,F403
 from posenc.keras.bias import *  # noqa: F401,F403
 from posenc.keras.shaw import *  # noqa: F401,F403
+from posenc.keras.attention import *  # noqa: F401,F403
 
 __all__ = [*_sinusoidal.__all__, *_learned.__all__, *_regularization.__all__,
            *_structured.__all__, *_bias.__all__, *_shaw.__all__]
@@ -70,3 +75,4 @@ from posenc.keras import rotary as _rotary  # noqa: E402
 from posenc.keras.rotary import *  # noqa: E402,F401,F403
 
 __all__ += _rotary.__all__
+__all__ += _attention.__all__

@@ -166,3 +166,12 @@ def alibi_bias(num_heads, q_len, k_len, causal=True):
     if not causal:
         distance = ops.abs(distance)
     return -alibi_slopes(num_heads)[:, None, None] * distance
+
+
+# The lab (chapter 10)
+
+
+def perplexity(logits, targets):
+    """exp of the mean cross-entropy of next-token logits (batch, seq, vocab) against targets."""
+    ce = ops.sparse_categorical_crossentropy(targets, logits, from_logits=True)
+    return ops.exp(ops.mean(ce))

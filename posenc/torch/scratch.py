@@ -163,3 +163,12 @@ def alibi_bias(num_heads, q_len, k_len, causal=True):
     if not causal:
         distance = distance.abs()
     return -alibi_slopes(num_heads)[:, None, None] * distance
+
+
+# The lab (chapter 10)
+
+
+def perplexity(logits, targets):
+    """exp of the mean cross-entropy of next-token logits (batch, seq, vocab) against targets."""
+    ce = torch.nn.functional.cross_entropy(logits.flatten(0, -2), targets.flatten())
+    return torch.exp(ce)
