@@ -48,16 +48,26 @@ def test_a_bad_base_gets_the_same_error_in_both_faces(base):
         assert f"base must be a finite number greater than 1, got base={base!r}" in message
 
 
+# Keras has no backend-neutral gradient: the Keras GradientMonitor takes the gradient with the
+# running backend's own autodiff, importing it inside the function that needs it.
+BACKEND_IMPORTS_ALLOWED = {("diagnostics.py", "tensorflow"), ("diagnostics.py", "torch")}
+
+
 def test_the_keras_face_imports_no_backend():
     import ast
 
     for path in sorted((PACKAGE / "keras").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        top_level = set(tree.body)
+        for node in ast.walk(tree):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             for name in names:
-                assert name.split(".")[0] not in ("tensorflow", "jax", "torch"), \
-                    f"{path.name} imports {name}"
+                root = name.split(".")[0]
+                if root not in ("tensorflow", "jax", "torch"):
+                    continue
+                assert node not in top_level, f"{path.name} imports {name} at import time"
+                assert (path.name, root) in BACKEND_IMPORTS_ALLOWED, f"{path.name} imports {name}"
 
 
 def test_private_helpers_have_the_same_names_and_arguments():

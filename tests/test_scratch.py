@@ -456,3 +456,80 @@ def test_chapter11_ridge_regression_scratch_equals_the_package(ridge):
     np.testing.assert_allclose(float(ops.convert_to_numpy(b_k)), b, rtol=1e-4)
     if ridge == 0.0:   # least squares recovers the generating line
         np.testing.assert_allclose(w, [1.0, -2.0, 0.5, 0.0, 3.0], atol=0.05)
+
+
+# Chapter 9 (the lab's attention: every route through the few-line version)
+
+_LAB_SCHEMES = [("none", True, {}), ("rope", True, {}), ("rope", False, {}),
+                ("alibi", True, {}), ("alibi", False, {}), ("t5", True, {}), ("t5", False, {}),
+                ("shaw", True, {}), ("shaw", False, {"max_distance": 3}),
+                ("swin", False, {"grid": (3, 4)})]
+
+
+def _lab_hooks(layer, n, face):
+    """The scratch attention's route arguments for a package MultiHeadAttention's scheme."""
+    hooks = {}
+    if layer.rotary is not None:
+        hooks["rotate"] = layer.rotary
+    if layer.position_bias is not None:
+        hooks["bias"] = layer.position_bias(n, n)
+    if layer.route == "relative":
+        scratch = st if face == "torch" else sk
+        idx = scratch.shaw_relative_index(n, n, layer.options["max_distance"])
+        take = (lambda t: t[idx]) if face == "torch" else (lambda t: ops.take(t, idx, axis=0))
+        hooks["relative"] = (take(layer.key_table), take(layer.value_table))
+    return hooks
+
+
+@pytest.mark.parametrize("position,causal,options", _LAB_SCHEMES,
+                         ids=[f"{p}-{'causal' if c else 'encoder'}" for p, c, _ in _LAB_SCHEMES])
+def test_chapter9_attention_scratch_equals_the_package(position, causal, options):
+    dim, heads, n = 24, 3, 12
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(2, n, dim)).astype(np.float32)
+    torch.manual_seed(9)
+    layer_t = pt.MultiHeadAttention(dim, heads, position=position, causal=causal, **options)
+    layer_k = pk.MultiHeadAttention(dim, heads, position=position, causal=causal, **options)
+    from posenc.interop import copy_weights
+
+    with torch.no_grad():   # tables large enough that every route moves the output
+        for p in layer_t.position_parameters():
+            p.copy_(torch.from_numpy(rng.normal(size=tuple(p.shape)).astype(np.float32)))
+    copy_weights(layer_t, layer_k)
+    for bias in (layer_t.query_bias, layer_t.value_bias, layer_t.output_bias):
+        assert not bias.any()     # the package's projection biases start at zero
+    kernels_t = [layer_t.query_kernel, layer_t.key_kernel, layer_t.value_kernel,
+                 layer_t.output_kernel]
+    kernels_k = [layer_k.query_kernel, layer_k.key_kernel, layer_k.value_kernel,
+                 layer_k.output_kernel]
+    xt = torch.from_numpy(x)
+    with torch.no_grad():
+        want = layer_t(xt).numpy()
+        got_t = st.attention(xt, *kernels_t, heads, causal=causal,
+                             **_lab_hooks(layer_t, n, "torch")).numpy()
+        plain_t = st.attention(xt, *kernels_t, heads, causal=causal).numpy()
+    got_k = np32(sk.attention(x, *kernels_k, heads, causal=causal,
+                              **_lab_hooks(layer_k, n, "keras")))
+    np.testing.assert_allclose(got_t, want, atol=2e-5, rtol=1e-5)
+    np.testing.assert_allclose(got_k, want, atol=2e-5, rtol=1e-5)
+    np.testing.assert_allclose(np32(layer_k(x)), want, atol=2e-5, rtol=1e-5)
+    # the route matters: without it the scratch attention is another function (but NoPE's)
+    assert (np.abs(plain_t - want).max() < 1e-5) == (position == "none")
+
+
+def test_chapter9_attention_scratch_causal_ignores_the_future():
+    dim, heads, n = 16, 2, 10
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(1, n, dim)).astype(np.float32)
+    w = [rng.normal(size=(dim, dim)).astype(np.float32) / dim ** 0.5 for _ in range(4)]
+    changed = x.copy()
+    changed[:, 6:] += 1.0
+    for face in ("torch", "keras"):
+        if face == "torch":
+            run = lambda a: st.attention(torch.from_numpy(a), *map(torch.from_numpy, w), heads,
+                                         causal=True).numpy()
+        else:
+            run = lambda a: np32(sk.attention(a, *w, heads, causal=True))
+        before, after = run(x), run(changed)
+        np.testing.assert_allclose(before[:, :6], after[:, :6], atol=1e-6)
+        assert np.abs(before[:, 6:] - after[:, 6:]).max() > 1e-3

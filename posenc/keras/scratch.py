@@ -168,7 +168,34 @@ def alibi_bias(num_heads, q_len, k_len, causal=True):
     return -alibi_slopes(num_heads)[:, None, None] * distance
 
 
-# The lab (chapter 10)
+# Chapter 9
+
+
+def attention(x, w_q, w_k, w_v, w_o, heads, rotate=None, bias=None, relative=None,
+              causal=False):
+    """Multi-head self-attention on (batch, n, dim); a scheme enters by rotate, bias or relative."""
+    b, n, d = x.shape
+    q, k, v = (ops.transpose(ops.reshape(ops.matmul(x, w), (b, n, heads, d // heads)),
+                             (0, 2, 1, 3)) for w in (w_q, w_k, w_v))
+    if rotate is not None:                                      # route 2: R_i q_i, R_j k_j
+        q, k = rotate(q, k)
+    scores = ops.matmul(q, ops.swapaxes(k, -1, -2))             # (b, heads, n, n)
+    if relative is not None:                                    # route 4: + q_i . a^K_ij
+        scores = scores + ops.einsum("bhid,ijd->bhij", q, relative[0])
+    scores = scores / (d // heads) ** 0.5
+    if bias is not None:                                        # route 3: + B[h, i, j]
+        scores = scores + bias
+    if causal:                                                  # key j after query i: -inf
+        future = ops.triu(ops.ones((n, n), dtype="bool"), 1)
+        scores = ops.where(future, float("-inf"), scores)
+    p = ops.softmax(scores, axis=-1)
+    z = ops.matmul(p, v)
+    if relative is not None:                                    # route 4: + sum_j p_ij a^V_ij
+        z = z + ops.einsum("bhij,ijd->bhid", p, relative[1])
+    return ops.matmul(ops.reshape(ops.transpose(z, (0, 2, 1, 3)), (b, n, d)), w_o)
+
+
+# Chapter 10
 
 
 def perplexity(logits, targets):
