@@ -93,18 +93,23 @@ CONTRACT = {
                               kw("method", "skew")],
     "windowed_attention": [p("q"), p("k"), p("v"), p("window"), kw("key_table", None),
                            kw("value_table", None), kw("causal", False)],  # beyond the contract
+
+    # Rotary position embedding.
+    "rope_frequencies": [p("head_dim"), kw("base", 10000.0), kw("scaling", None),
+                         kw("seq_len", None)],
+    "apply_rope": [p("x"), p("positions"), p("inv_freq"), kw("layout", "half"),
+                   kw("attention_factor", 1.0)],
+    "convert_rope_layout": [p("weight"), p("num_heads"), kw("to")],
+    "RotaryEmbedding": [p("head_dim"), kw("base", 10000.0), kw("scaling", None),
+                        kw("layout", "half"), kw("rotary_dim", None), kw("max_len", 2048)],
+    "apply_rope_2d": [p("x"), p("height"), p("width"), p("inv_freq"),
+                      kw("layout", "half")],   # beyond the contract
 }
 
 # The contract's names that no face exports yet, with the signatures it states (None: a
 # class whose constructor the contract leaves open). When a face exports one, move it
 # to CONTRACT.
 PLANNED = {
-    "rope_frequencies": [p("head_dim"), kw("base", 10000.0), kw("scaling", None),
-                         kw("seq_len", None)],
-    "apply_rope": [p("x"), p("positions"), p("inv_freq"), kw("layout", "half"),
-                   kw("attention_factor", 1.0)],
-    "convert_rope_layout": [p("weight"), p("num_heads"), kw("to")],
-    "RotaryEmbedding": None,
     "MultiHeadAttention": None,
     "Transformer": None,
 }

@@ -61,3 +61,7 @@ from posenc.torch.shaw import *  # noqa: F401,F403
 
 __all__ = [*_sinusoidal.__all__, *_learned.__all__, *_regularization.__all__,
            *_structured.__all__, *_bias.__all__, *_shaw.__all__]
+from posenc.torch import rotary as _rotary  # noqa: E402
+from posenc.torch.rotary import *  # noqa: E402,F401,F403
+
+__all__ += _rotary.__all__

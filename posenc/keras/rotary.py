@@ -1,0 +1,389 @@
+"""Rotary position embedding (Keras face): frequencies, rotation, layouts, a cached layer.
+
+RoPE (Su et al.) rotates each pair of query and key features by
+``position * inv_freq[i]``; the score ``q_m . k_n`` then depends on the
+positions only through ``m - n``. :func:`rope_frequencies` gives the
+frequencies (with Hugging Face's context scalings), :func:`apply_rope`
+rotates a tensor ``(..., seq, head_dim)``, :class:`RotaryEmbedding` rotates
+``q`` and ``k`` from a cos/sin cache (decoding with ``offset``),
+:func:`apply_rope_2d` is axial RoPE for image patches, and
+:func:`convert_rope_layout` converts checkpoints between the ``"half"`` and
+``"interleaved"`` layouts.
+
+Only ``keras.ops``: the angles are float32 whatever the dtype policy (a
+bfloat16 position near 65,536 would be 256 away from the true one), and cos
+and sin are cast to the input's dtype last. The frequencies and their
+registry are in ``posenc/rotary.py``, the checks in ``posenc/_checks.py``; the
+PyTorch face mirrors this module name for name.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+from keras import ops
+
+from posenc import rotary as numpy_rotary
+from posenc._checks import (
+    check_float,
+    check_head_dim,
+    check_int,
+    check_positive_int,
+    check_rank,
+    check_rope_features,
+    check_rope_layout,
+    check_rope_positions,
+    check_rope_weight,
+)
+from posenc.keras._util import as_positions, dtype_of
+
+__all__ = [
+    "rope_frequencies",
+    "apply_rope",
+    "convert_rope_layout",
+    "RotaryEmbedding",
+    "apply_rope_2d",
+]
+
+
+def rope_frequencies(head_dim: int, *, base: float = 10000.0, scaling: dict | None = None,
+                     seq_len: int | None = None):
+    """RoPE's inverse frequencies and attention factor, with an optional context scaling.
+
+    ``inv_freq[i] = base^(-2i/d)``, changed by ``scaling`` (Hugging Face's
+    ``rope_scaling`` vocabulary; the registry is
+    ``posenc.rotary.ROPE_SCALINGS``). Computed in float64, returned as
+    float32; equal to Hugging Face's ``ROPE_INIT_FUNCTIONS`` for the types it
+    has. See :func:`posenc.rotary.rope_frequencies` for every key.
+
+    Args:
+        head_dim: the number of rotated features, even.
+        base: the wavelength base; default 10000.0.
+        scaling: ``None`` or ``{"rope_type": "linear" | "ntk" | "dynamic" |
+            "yarn" | "llama3", "factor": ..., ...}``.
+        seq_len: the current sequence length, for ``dynamic`` only.
+
+    Returns:
+        ``(inv_freq, attention_factor)``: float32 tensor ``(head_dim // 2,)`` and
+        a float (pass it to :func:`apply_rope`).
+
+    Example:
+        >>> inv_freq, attention_factor = rope_frequencies(
+        ...     64, scaling={"rope_type": "yarn", "factor": 4.0,
+        ...                  "original_max_position_embeddings": 2048})
+        >>> tuple(inv_freq.shape), round(attention_factor, 4)
+        ((32,), 1.1386)
+
+    References:
+        Su et al., "RoFormer: Enhanced Transformer with Rotary Position
+        Embedding", 2021; Peng et al., "YaRN: Efficient Context Window
+        Extension of Large Language Models", ICLR 2024.
+    """
+    inv_freq, attention_factor = numpy_rotary.rope_frequencies(
+        head_dim, base=base, scaling=scaling, seq_len=seq_len)
+    return ops.convert_to_tensor(inv_freq), attention_factor
+
+
+# --------------------------------------------------------------------------- the rotation
+
+def _angles(positions, inv_freq, attention_factor: float):
+    """float32 ``cos`` and ``sin`` of ``positions * inv_freq``: ``(*positions.shape, n)``."""
+    angles = (ops.expand_dims(ops.cast(positions, "float32"), -1)
+              * ops.cast(inv_freq, "float32"))
+    cos, sin = ops.cos(angles), ops.sin(angles)
+    if attention_factor != 1.0:
+        cos, sin = cos * attention_factor, sin * attention_factor
+    return cos, sin
+
+
+def _rotate(x, cos, sin, layout: str, dtype=None):
+    """``x`` (cast to ``dtype``) rotated by float32 ``cos``/``sin`` ``(..., seq, n)``."""
+    dtype = dtype or dtype_of(x)
+    x = ops.cast(x, dtype)
+    cos, sin = ops.cast(cos, dtype), ops.cast(sin, dtype)
+    n = cos.shape[-1]
+    rot = x[..., :2 * n]
+    if layout == "half":
+        x1, x2 = rot[..., :n], rot[..., n:]
+        rotated = ops.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    else:
+        x1, x2 = rot[..., 0::2], rot[..., 1::2]
+        pairs = ops.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+        rotated = ops.reshape(pairs, ops.shape(rot))
+    if 2 * n < x.shape[-1]:
+        return ops.concatenate([rotated, x[..., 2 * n:]], axis=-1)
+    return rotated
+
+
+def _batched(cos, sin, positions, x):
+    """``(batch, seq, n)`` angles get a singleton axis for each axis of ``x`` between."""
+    rank = len(x.shape)
+    if len(positions.shape) == 2 and rank > 3:
+        for _ in range(rank - 3):
+            cos, sin = ops.expand_dims(cos, 1), ops.expand_dims(sin, 1)
+    return cos, sin
+
+
+def _check_x(x, num_freq: int, *, name: str, what: str) -> None:
+    check_rank(name, x.shape, tuple(range(2, 9)), what=what,
+               fix=f"lay {name} out as (batch, heads, seq, head_dim)")
+    check_rope_features(num_freq, x.shape[-1], name=name, what=what)
+
+
+def _inv_freq(inv_freq, what: str):
+    inv_freq = ops.convert_to_tensor(inv_freq)
+    check_rank("inv_freq", inv_freq.shape, 1, what=what,
+               fix="pass the (head_dim // 2,) frequencies of rope_frequencies")
+    return inv_freq
+
+
+def apply_rope(x, positions, inv_freq, *, layout: str = "half",
+               attention_factor: float = 1.0):
+    """Rotate the features of ``x`` by the angles ``positions * inv_freq`` (RoPE).
+
+    Pair ``i`` of the first ``r = 2 * len(inv_freq)`` features turns by
+    ``positions * inv_freq[i]``; the features from ``r`` on pass unchanged
+    (partial rotary, as in GPT-NeoX and Phi). ``layout="half"`` pairs feature
+    ``i`` with ``i + r/2`` (GPT-NeoX, Hugging Face's ``rotate_half``);
+    ``layout="interleaved"`` pairs ``2i`` with ``2i + 1`` (GPT-J, Meta's
+    complex form). Cos and sin are multiplied by ``attention_factor`` (YaRN).
+    The angles are float32; the result has ``x``'s dtype.
+
+    Args:
+        x: tensor ``(..., seq, head_dim)``, e.g. ``(batch, heads, seq, head_dim)``.
+        positions: an int ``seq`` (``0 .. seq-1``), or an int or float tensor
+            ``(seq,)`` or ``(batch, seq)``.
+        inv_freq: ``(n,)`` frequencies with ``2n <= head_dim``
+            (:func:`rope_frequencies`).
+        layout: ``"half"`` (default) or ``"interleaved"``.
+        attention_factor: scale of cos and sin; 1.0 except for YaRN.
+
+    Returns:
+        Tensor of the shape and dtype of ``x``.
+
+    Example:
+        >>> inv_freq, _ = rope_frequencies(64)
+        >>> q = keras.random.normal((2, 8, 10, 64))
+        >>> tuple(apply_rope(q, keras.ops.arange(10), inv_freq).shape)
+        (2, 8, 10, 64)
+
+    References:
+        Su et al., "RoFormer: Enhanced Transformer with Rotary Position
+        Embedding", 2021, section 3.4.
+    """
+    what = "apply_rope"
+    layout = check_rope_layout(layout, what=what)
+    attention_factor = check_float("attention_factor", attention_factor, above=0.0, what=what,
+                                   fix="use 1.0, or the factor rope_frequencies returns")
+    inv_freq = _inv_freq(inv_freq, what)
+    x = ops.convert_to_tensor(x)
+    _check_x(x, inv_freq.shape[0], name="x", what=what)
+    positions = as_positions(positions, what=what)
+    check_rope_positions(positions.shape, x.shape, name="x", what=what)
+    cos, sin = _batched(*_angles(positions, inv_freq, attention_factor), positions, x)
+    return _rotate(x, cos, sin, layout)
+
+
+def apply_rope_2d(x, height: int, width: int, inv_freq, *, layout: str = "half"):
+    """Axial 2D RoPE for a row-major grid of ``height x width`` patches.
+
+    The first ``2n`` features (``n = len(inv_freq)``) turn with the patch's row,
+    the next ``2n`` with its column, each as :func:`apply_rope` with the same
+    frequencies; the rest pass unchanged. Scores then depend only on the 2D
+    offset between patches. Use ``inv_freq = rope_frequencies(head_dim // 2)``
+    to rotate every feature.
+
+    Args:
+        x: tensor ``(..., height * width, head_dim)``.
+        height: rows of patches.
+        width: columns of patches.
+        inv_freq: ``(n,)`` frequencies with ``4n <= head_dim``.
+        layout: ``"half"`` (default) or ``"interleaved"``, within each axis' part.
+
+    Returns:
+        Tensor of the shape and dtype of ``x``.
+
+    Example:
+        >>> inv_freq, _ = rope_frequencies(16)
+        >>> tuple(apply_rope_2d(keras.random.normal((2, 4, 6 * 7, 32)), 6, 7, inv_freq).shape)
+        (2, 4, 42, 32)
+
+    References:
+        Heo et al., "Rotary Position Embedding for Vision Transformer", ECCV 2024.
+    """
+    what = "apply_rope_2d"
+    height = check_positive_int("height", height, what=what)
+    width = check_positive_int("width", width, what=what)
+    inv_freq = _inv_freq(inv_freq, what)
+    x = ops.convert_to_tensor(x)
+    n = inv_freq.shape[0]
+    _check_x(x, 2 * n, name="x", what=what)
+    check_rope_positions((height * width,), x.shape, name="x", what=what)
+    rows, cols = (a.astype(np.int32) for a in np.divmod(np.arange(height * width), width))
+    parts = [apply_rope(x[..., :2 * n], rows, inv_freq, layout=layout),
+             apply_rope(x[..., 2 * n:4 * n], cols, inv_freq, layout=layout)]
+    if 4 * n < x.shape[-1]:
+        parts.append(x[..., 4 * n:])
+    return ops.concatenate(parts, axis=-1)
+
+
+def convert_rope_layout(weight, num_heads: int, *, to: str):
+    """Permute the rows of a q or k projection so that the other RoPE layout computes
+    the same attention scores.
+
+    A checkpoint trained with one layout, loaded into a model of the other,
+    rotates the wrong pairs. Permuting each head's output rows, the same way
+    for q and k, fixes it: ``to="half"`` puts each head's even features first,
+    then the odd ones (Meta's Llama checkpoints to Hugging Face's), and
+    ``to="interleaved"`` undoes it. Scores are unchanged because ``q . k`` is
+    invariant under the same permutation of both.
+
+    Args:
+        weight: ``(num_heads * head_dim, in_features)``: a PyTorch-style weight,
+            or the transpose of a ``keras.layers.Dense`` kernel.
+        num_heads: heads of the projection.
+        to: ``"half"`` or ``"interleaved"``, the layout of the model that loads it.
+
+    Returns:
+        Tensor of ``weight``'s shape and dtype.
+
+    Example:
+        >>> w = keras.ops.reshape(keras.ops.arange(8.0), (8, 1))
+        >>> keras.ops.convert_to_numpy(convert_rope_layout(w, 2, to="half"))[:, 0]
+        array([0., 2., 1., 3., 4., 6., 5., 7.], dtype=float32)
+    """
+    what = "convert_rope_layout"
+    num_heads = check_positive_int("num_heads", num_heads, what=what)
+    weight = ops.convert_to_tensor(weight)
+    head_dim = check_rope_weight(weight.shape, num_heads, what=what)
+    perm = numpy_rotary.layout_permutation(head_dim, to)
+    rows = (np.arange(num_heads)[:, None] * head_dim + perm).reshape(-1).astype(np.int32)
+    return ops.take(weight, rows, axis=0)
+
+
+# --------------------------------------------------------------------------- the layer
+
+@keras.saving.register_keras_serializable(package="posenc")
+class RotaryEmbedding(keras.layers.Layer):
+    """RoPE for attention: rotates ``q`` and ``k`` with a cached table of cos and sin.
+
+    The layer computes ``inv_freq`` once (:func:`rope_frequencies`) and keeps
+    float32 cos and sin for positions ``0 .. size-1`` as NumPy arrays (at least
+    ``max_len``; the table doubles when a call needs more); a call with a
+    static length and the default positions slices it as a constant, so the
+    layer works eagerly, in ``tf.function`` and under ``jit_compile``. Called
+    with ``offset``, it rotates the new tokens of a decoder at positions
+    ``offset .. offset + seq - 1``: token-by-token decoding equals the full
+    pass. With ``scaling={"rope_type": "dynamic", ...}`` the frequencies
+    follow the length ``offset + seq`` of each call instead of the table.
+    No weights.
+
+    Args:
+        head_dim: features per head, even.
+        base: the wavelength base; default 10000.0.
+        scaling: ``None`` or a Hugging Face ``rope_scaling`` dict (see
+            :func:`rope_frequencies`).
+        layout: ``"half"`` (default) or ``"interleaved"``.
+        rotary_dim: features rotated (partial rotary), even, at most
+            ``head_dim``; default ``head_dim``.
+        max_len: initial size of the cos/sin table; default 2048.
+
+    Call arguments:
+        q: ``(batch, heads, seq, head_dim)`` (any ``(..., seq, head_dim)``).
+        k: the keys, of the same layout and ``seq``.
+        offset: position of the first token (the cached ones before it);
+            default 0.
+        positions: optional int or float ``(seq,)`` or ``(batch, seq)``; the
+            absolute positions, used instead of ``offset + arange(seq)``.
+
+    Returns:
+        ``(q_rot, k_rot)`` of the shapes of ``q`` and ``k``, in the compute dtype.
+
+    Example:
+        >>> rope = RotaryEmbedding(64)
+        >>> q, k = keras.random.normal((2, 8, 10, 64)), keras.random.normal((2, 8, 10, 64))
+        >>> q_rot, k_rot = rope(q, k)
+        >>> q_new, k_new = rope(q[:, :, :1], k[:, :, :1], offset=10)   # an 11th token
+        >>> tuple(q_new.shape)
+        (2, 8, 1, 64)
+
+    References:
+        Su et al., "RoFormer: Enhanced Transformer with Rotary Position
+        Embedding", 2021.
+    """
+
+    def __init__(self, head_dim: int, *, base: float = 10000.0, scaling: dict | None = None,
+                 layout: str = "half", rotary_dim: int | None = None, max_len: int = 2048,
+                 **kwargs):
+        super().__init__(**kwargs)
+        what = "RotaryEmbedding"
+        self.head_dim = check_head_dim(head_dim, what=what)
+        self.rotary_dim = (self.head_dim if rotary_dim is None
+                           else check_head_dim(rotary_dim, name="rotary_dim", what=what))
+        check_rope_features(self.rotary_dim // 2, self.head_dim, name="q", what=what)
+        self.layout = check_rope_layout(layout, what=what)
+        self.max_len = check_positive_int("max_len", max_len, what=what)
+        self.scaling = None if scaling is None else dict(scaling)
+        self.dynamic = bool(scaling) and scaling.get("rope_type") == "dynamic"
+        self._inv_freq, self.attention_factor = numpy_rotary.rope_frequencies(
+            self.rotary_dim, base=base, scaling=scaling,
+            seq_len=self.max_len if self.dynamic else None)
+        self.base = float(base)
+        self._cos = self._sin = np.zeros((0, self.rotary_dim // 2), np.float32)
+        self.built = True
+
+    def _frequencies(self, length: int):
+        if not self.dynamic:
+            return self._inv_freq
+        return numpy_rotary.rope_frequencies(self.rotary_dim, base=self.base,
+                                             scaling=self.scaling, seq_len=length)[0]
+
+    def _table(self, offset: int, seq):
+        """cos and sin ``(seq, rotary_dim / 2)`` for positions ``offset .. offset+seq-1``."""
+        if self.dynamic:
+            positions = ops.arange(offset, offset + seq, dtype="int32")
+            return _angles(positions, self._frequencies(offset + seq), self.attention_factor)
+        end = offset + seq
+        if self._cos.shape[0] < end:
+            size = max(self.max_len, 1 << (end - 1).bit_length())
+            angles = np.arange(size, dtype=np.float32)[:, None] * self._inv_freq
+            self._cos = (np.cos(angles) * np.float32(self.attention_factor)).astype(np.float32)
+            self._sin = (np.sin(angles) * np.float32(self.attention_factor)).astype(np.float32)
+        return (ops.convert_to_tensor(self._cos[offset:end]),
+                ops.convert_to_tensor(self._sin[offset:end]))
+
+    def call(self, q, k, offset: int = 0, positions=None):
+        what = type(self).__name__
+        n = self.rotary_dim // 2
+        for name, t in (("q", q), ("k", k)):
+            _check_x(t, n, name=name, what=what)
+        offset = check_int("offset", offset, minimum=0, what=what,
+                           fix="pass the number of cached tokens before q")
+        check_rope_positions((q.shape[-2],), k.shape, name="k", what=what)
+        if positions is None:
+            seq = q.shape[-2]
+            if seq is None:
+                positions = ops.arange(ops.shape(q)[-2], dtype="int32") + offset
+                cos, sin = _angles(positions, self._inv_freq, self.attention_factor)
+            else:
+                cos, sin = self._table(offset, seq)
+            qc = kc = (cos, sin)
+        else:
+            positions = as_positions(positions, what=what)
+            check_rope_positions(positions.shape, q.shape, name="q", what=what)
+            check_rope_positions(positions.shape, k.shape, name="k", what=what)
+            length = (positions.shape[-1] or 0) + offset
+            cos, sin = _angles(positions, self._frequencies(length), self.attention_factor)
+            qc, kc = _batched(cos, sin, positions, q), _batched(cos, sin, positions, k)
+        dtype = self.compute_dtype
+        return _rotate(q, *qc, self.layout, dtype), _rotate(k, *kc, self.layout, dtype)
+
+    def compute_output_shape(self, q_shape, k_shape=None):
+        return tuple(q_shape), tuple(q_shape if k_shape is None else k_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"head_dim": self.head_dim, "base": self.base, "scaling": self.scaling,
+                       "layout": self.layout, "rotary_dim": self.rotary_dim,
+                       "max_len": self.max_len})
+        return config

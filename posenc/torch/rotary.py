@@ -1,0 +1,420 @@
+"""Rotary position embedding (PyTorch face): frequencies, rotation, layouts, a cached module.
+
+RoPE (Su et al.) rotates each pair of query and key features by
+``position * inv_freq[i]``; the score ``q_m . k_n`` then depends on the
+positions only through ``m - n``. :func:`rope_frequencies` gives the
+frequencies (with Hugging Face's context scalings), :func:`apply_rope`
+rotates a tensor ``(..., seq, head_dim)``, :class:`RotaryEmbedding` rotates
+``q`` and ``k`` from a cos/sin cache (decoding with ``offset``),
+:func:`apply_rope_2d` is axial RoPE for image patches, and
+:func:`convert_rope_layout` converts checkpoints between the ``"half"`` and
+``"interleaved"`` layouts.
+
+Precision: the angles are computed in float32 with autocast off
+(``torch.outer``, never a bfloat16 ``einsum``), then cos and sin are cast to
+``x``'s dtype: bfloat16 positions near 65,536 would be 256 apart. Speed: in
+eager mode the rotation writes its output once per half with ``mul`` and
+``addcmul_`` (no ``rotate_half`` copy), and its backward is the same kernel
+with the angle negated; under ``torch.compile`` a plain formula is traced.
+
+The frequencies and their registry are in ``posenc/rotary.py``, the checks in
+``posenc/_checks.py``; the Keras face mirrors this module name for name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from posenc import rotary as numpy_rotary
+from posenc._checks import (
+    check_head_dim,
+    check_int,
+    check_positive_int,
+    check_rank,
+    check_rope_features,
+    check_rope_layout,
+    check_rope_positions,
+    check_rope_weight,
+    check_float,
+)
+from posenc.torch._util import as_positions, is_compiling
+
+__all__ = [
+    "rope_frequencies",
+    "apply_rope",
+    "convert_rope_layout",
+    "RotaryEmbedding",
+    "apply_rope_2d",
+]
+
+
+def rope_frequencies(head_dim: int, *, base: float = 10000.0, scaling: dict | None = None,
+                     seq_len: int | None = None) -> tuple[torch.Tensor, float]:
+    """RoPE's inverse frequencies and attention factor, with an optional context scaling.
+
+    ``inv_freq[i] = base^(-2i/d)``, changed by ``scaling`` (Hugging Face's
+    ``rope_scaling`` vocabulary; the registry is
+    ``posenc.rotary.ROPE_SCALINGS``). Computed in float64, returned as
+    float32; equal to Hugging Face's ``ROPE_INIT_FUNCTIONS`` for the types it
+    has. See :func:`posenc.rotary.rope_frequencies` for every key.
+
+    Args:
+        head_dim: the number of rotated features, even.
+        base: the wavelength base; default 10000.0.
+        scaling: ``None`` or ``{"rope_type": "linear" | "ntk" | "dynamic" |
+            "yarn" | "llama3", "factor": ..., ...}``.
+        seq_len: the current sequence length, for ``dynamic`` only.
+
+    Returns:
+        ``(inv_freq, attention_factor)``: float32 tensor ``(head_dim // 2,)`` and
+        a float (pass it to :func:`apply_rope`).
+
+    Example:
+        >>> inv_freq, attention_factor = rope_frequencies(
+        ...     64, scaling={"rope_type": "yarn", "factor": 4.0,
+        ...                  "original_max_position_embeddings": 2048})
+        >>> inv_freq.shape, round(attention_factor, 4)
+        (torch.Size([32]), 1.1386)
+
+    References:
+        Su et al., "RoFormer: Enhanced Transformer with Rotary Position
+        Embedding", 2021; Peng et al., "YaRN: Efficient Context Window
+        Extension of Large Language Models", ICLR 2024.
+    """
+    inv_freq, attention_factor = numpy_rotary.rope_frequencies(
+        head_dim, base=base, scaling=scaling, seq_len=seq_len)
+    return torch.from_numpy(inv_freq), attention_factor
+
+
+# --------------------------------------------------------------------------- the rotation
+
+def _angles(positions: torch.Tensor, inv_freq: torch.Tensor,
+            attention_factor: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """float32 ``cos`` and ``sin`` of ``positions * inv_freq``: ``(*positions.shape, n)``.
+
+    Autocast is off and both factors are float32: a bfloat16 angle at position
+    65,536 is wrong by up to 128 radians.
+    """
+    device = inv_freq.device
+    with torch.autocast(device_type=device.type, enabled=False):
+        p = positions.to(device=device, dtype=torch.float32)
+        f = inv_freq.to(torch.float32)
+        angles = torch.outer(p, f) if p.dim() == 1 else p[..., None] * f
+        cos, sin = angles.cos(), angles.sin()
+        if attention_factor != 1.0:
+            cos, sin = cos * attention_factor, sin * attention_factor
+    return cos, sin
+
+
+def _pairs(t: torch.Tensor, n: int, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two members of each rotated pair, as views of ``t``."""
+    if layout == "half":
+        return t[..., :n], t[..., n:2 * n]
+    return t[..., 0:2 * n:2], t[..., 1:2 * n:2]
+
+
+def _rotate_plain(x, cos, sin, layout):
+    """The rotation as a formula (traced by ``torch.compile``, differentiable in all inputs)."""
+    n = cos.shape[-1]
+    x1, x2 = _pairs(x, n, layout)
+    a, b = x1 * cos - x2 * sin, x2 * cos + x1 * sin
+    rotated = (torch.cat((a, b), -1) if layout == "half"
+               else torch.stack((a, b), -1).flatten(-2))
+    return torch.cat((rotated, x[..., 2 * n:]), -1) if 2 * n < x.shape[-1] else rotated
+
+
+def _rotate_fused(x, cos, sin, layout):
+    """The rotation into one new tensor: ``mul`` then ``addcmul_`` per half."""
+    n = cos.shape[-1]
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    x1, x2 = _pairs(x, n, layout)
+    o1, o2 = _pairs(out, n, layout)
+    torch.mul(x1, cos, out=o1)
+    o1.addcmul_(x2, sin, value=-1)
+    torch.mul(x2, cos, out=o2)
+    o2.addcmul_(x1, sin)
+    if 2 * n < x.shape[-1]:
+        out[..., 2 * n:] = x[..., 2 * n:]
+    return out
+
+
+class _Rotate(torch.autograd.Function):
+    """Rotation by ``(cos, sin)``; its gradient is the rotation by ``(cos, -sin)``."""
+
+    @staticmethod
+    def forward(ctx, x, cos, sin, layout):
+        ctx.save_for_backward(cos, sin)
+        ctx.layout = layout
+        with torch.no_grad():
+            return _rotate_fused(x, cos, sin, layout)
+
+    @staticmethod
+    def backward(ctx, grad):
+        cos, sin = ctx.saved_tensors
+        return _Rotate.apply(grad, cos, -sin, ctx.layout), None, None, None
+
+
+def _rotate(x, cos, sin, layout):
+    """``x`` rotated by float32 ``cos``/``sin`` ``(..., seq, n)``, cast to ``x``'s dtype."""
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    if is_compiling() or cos.requires_grad or sin.requires_grad:
+        return _rotate_plain(x, cos, sin, layout)
+    return _Rotate.apply(x, cos, sin, layout)
+
+
+def _batched(cos, sin, positions, x):
+    """``(batch, seq, n)`` angles get a singleton axis for each axis of ``x`` between."""
+    if positions.dim() == 2 and x.dim() > 3:
+        shape = (cos.shape[0],) + (1,) * (x.dim() - 3) + tuple(cos.shape[1:])
+        return cos.reshape(shape), sin.reshape(shape)
+    return cos, sin
+
+
+def _check_x(x, num_freq: int, *, name: str, what: str) -> None:
+    check_rank(name, x.shape, tuple(range(2, 9)), what=what,
+               fix=f"lay {name} out as (batch, heads, seq, head_dim)")
+    check_rope_features(num_freq, x.shape[-1], name=name, what=what)
+
+
+def _inv_freq(inv_freq, what: str) -> torch.Tensor:
+    inv_freq = inv_freq if torch.is_tensor(inv_freq) else torch.as_tensor(np.asarray(inv_freq))
+    check_rank("inv_freq", inv_freq.shape, 1, what=what,
+               fix="pass the (head_dim // 2,) frequencies of rope_frequencies")
+    return inv_freq
+
+
+def apply_rope(x: torch.Tensor, positions, inv_freq, *, layout: str = "half",
+               attention_factor: float = 1.0) -> torch.Tensor:
+    """Rotate the features of ``x`` by the angles ``positions * inv_freq`` (RoPE).
+
+    Pair ``i`` of the first ``r = 2 * len(inv_freq)`` features turns by
+    ``positions * inv_freq[i]``; the features from ``r`` on pass unchanged
+    (partial rotary, as in GPT-NeoX and Phi). ``layout="half"`` pairs feature
+    ``i`` with ``i + r/2`` (GPT-NeoX, Hugging Face's ``rotate_half``);
+    ``layout="interleaved"`` pairs ``2i`` with ``2i + 1`` (GPT-J, Meta's
+    complex form). Cos and sin are multiplied by ``attention_factor`` (YaRN).
+    The angles are float32 with autocast off; the result has ``x``'s dtype.
+
+    Args:
+        x: tensor ``(..., seq, head_dim)``, e.g. ``(batch, heads, seq, head_dim)``.
+        positions: an int ``seq`` (``0 .. seq-1``), or an int or float tensor
+            ``(seq,)`` or ``(batch, seq)``.
+        inv_freq: ``(n,)`` frequencies with ``2n <= head_dim``
+            (:func:`rope_frequencies`).
+        layout: ``"half"`` (default) or ``"interleaved"``.
+        attention_factor: scale of cos and sin; 1.0 except for YaRN.
+
+    Returns:
+        Tensor of the shape and dtype of ``x``.
+
+    Example:
+        >>> inv_freq, _ = rope_frequencies(64)
+        >>> q = torch.randn(2, 8, 10, 64)
+        >>> apply_rope(q, torch.arange(10), inv_freq).shape
+        torch.Size([2, 8, 10, 64])
+
+    References:
+        Su et al., "RoFormer: Enhanced Transformer with Rotary Position
+        Embedding", 2021, section 3.4.
+    """
+    what = "apply_rope"
+    layout = check_rope_layout(layout, what=what)
+    attention_factor = check_float("attention_factor", attention_factor, above=0.0, what=what,
+                                   fix="use 1.0, or the factor rope_frequencies returns")
+    inv_freq = _inv_freq(inv_freq, what)
+    _check_x(x, inv_freq.shape[0], name="x", what=what)
+    positions = as_positions(positions, what=what)
+    check_rope_positions(positions.shape, x.shape, name="x", what=what)
+    cos, sin = _angles(positions, inv_freq.to(x.device), attention_factor)
+    cos, sin = _batched(cos, sin, positions, x)
+    return _rotate(x, cos, sin, layout)
+
+
+def apply_rope_2d(x: torch.Tensor, height: int, width: int, inv_freq, *,
+                  layout: str = "half") -> torch.Tensor:
+    """Axial 2D RoPE for a row-major grid of ``height x width`` patches.
+
+    The first ``2n`` features (``n = len(inv_freq)``) turn with the patch's row,
+    the next ``2n`` with its column, each as :func:`apply_rope` with the same
+    frequencies; the rest pass unchanged. Scores then depend only on the 2D
+    offset between patches. Use ``inv_freq = rope_frequencies(head_dim // 2)``
+    to rotate every feature.
+
+    Args:
+        x: tensor ``(..., height * width, head_dim)``.
+        height: rows of patches.
+        width: columns of patches.
+        inv_freq: ``(n,)`` frequencies with ``4n <= head_dim``.
+        layout: ``"half"`` (default) or ``"interleaved"``, within each axis' part.
+
+    Returns:
+        Tensor of the shape and dtype of ``x``.
+
+    Example:
+        >>> inv_freq, _ = rope_frequencies(16)
+        >>> apply_rope_2d(torch.randn(2, 4, 6 * 7, 32), 6, 7, inv_freq).shape
+        torch.Size([2, 4, 42, 32])
+
+    References:
+        Heo et al., "Rotary Position Embedding for Vision Transformer", ECCV 2024.
+    """
+    what = "apply_rope_2d"
+    height = check_positive_int("height", height, what=what)
+    width = check_positive_int("width", width, what=what)
+    inv_freq = _inv_freq(inv_freq, what)
+    n = inv_freq.shape[0]
+    _check_x(x, 2 * n, name="x", what=what)
+    check_rope_positions((height * width,), x.shape, name="x", what=what)
+    rows, cols = (torch.as_tensor(a, device=x.device)
+                  for a in np.divmod(np.arange(height * width), width))
+    parts = [apply_rope(x[..., :2 * n], rows, inv_freq, layout=layout),
+             apply_rope(x[..., 2 * n:4 * n], cols, inv_freq, layout=layout)]
+    return torch.cat(parts + ([x[..., 4 * n:]] if 4 * n < x.shape[-1] else []), -1)
+
+
+def convert_rope_layout(weight: torch.Tensor, num_heads: int, *, to: str) -> torch.Tensor:
+    """Permute the rows of a q or k projection so that the other RoPE layout computes
+    the same attention scores.
+
+    A checkpoint trained with one layout, loaded into a model of the other,
+    rotates the wrong pairs. Permuting each head's output rows, the same way
+    for q and k, fixes it: ``to="half"`` puts each head's even features first,
+    then the odd ones (Meta's Llama checkpoints to Hugging Face's), and
+    ``to="interleaved"`` undoes it. Scores are unchanged because ``q . k`` is
+    invariant under the same permutation of both.
+
+    Args:
+        weight: ``(num_heads * head_dim, in_features)``, e.g. ``nn.Linear.weight``
+            (a bias ``(num_heads * head_dim,)`` works as ``bias[:, None]``).
+        num_heads: heads of the projection.
+        to: ``"half"`` or ``"interleaved"``, the layout of the model that loads it.
+
+    Returns:
+        Tensor of ``weight``'s shape and dtype.
+
+    Example:
+        >>> w = torch.arange(8.)[:, None]
+        >>> convert_rope_layout(w, 2, to="half")[:, 0]
+        tensor([0., 2., 1., 3., 4., 6., 5., 7.])
+    """
+    what = "convert_rope_layout"
+    num_heads = check_positive_int("num_heads", num_heads, what=what)
+    head_dim = check_rope_weight(weight.shape, num_heads, what=what)
+    perm = torch.as_tensor(numpy_rotary.layout_permutation(head_dim, to), device=weight.device)
+    return weight.reshape(num_heads, head_dim, -1)[:, perm].reshape(weight.shape)
+
+
+# --------------------------------------------------------------------------- the module
+
+class RotaryEmbedding(nn.Module):
+    """RoPE for attention: rotates ``q`` and ``k`` with a cached table of cos and sin.
+
+    The module computes ``inv_freq`` once (:func:`rope_frequencies`) and keeps
+    float32 cos and sin for positions ``0 .. size-1`` (at least ``max_len``;
+    the table doubles when a call needs more, in eager mode; under
+    ``torch.compile`` a longer call computes its angles directly). Called with
+    ``offset``, it rotates the new tokens of a decoder at positions
+    ``offset .. offset + seq - 1``: token-by-token decoding equals the full
+    pass. With ``scaling={"rope_type": "dynamic", ...}`` the frequencies
+    follow the length ``offset + seq`` of each call instead of the table.
+
+    Args:
+        head_dim: features per head, even.
+        base: the wavelength base; default 10000.0.
+        scaling: ``None`` or a Hugging Face ``rope_scaling`` dict (see
+            :func:`rope_frequencies`).
+        layout: ``"half"`` (default) or ``"interleaved"``.
+        rotary_dim: features rotated (partial rotary), even, at most
+            ``head_dim``; default ``head_dim``.
+        max_len: initial size of the cos/sin table; default 2048.
+
+    Call arguments:
+        q: ``(batch, heads, seq, head_dim)`` (any ``(..., seq, head_dim)``).
+        k: the keys, of the same layout and ``seq``.
+        offset: position of the first token (the cached ones before it);
+            default 0.
+        positions: optional int or float ``(seq,)`` or ``(batch, seq)``; the
+            absolute positions, used instead of ``offset + arange(seq)``.
+
+    Returns:
+        ``(q_rot, k_rot)`` of the shapes and dtypes of ``q`` and ``k``.
+
+    Example:
+        >>> rope = RotaryEmbedding(64)
+        >>> q, k = torch.randn(2, 8, 10, 64), torch.randn(2, 8, 10, 64)
+        >>> q_rot, k_rot = rope(q, k)
+        >>> q_new, k_new = rope(q[:, :, :1], k[:, :, :1], offset=10)   # an 11th token
+        >>> q_new.shape
+        torch.Size([2, 8, 1, 64])
+
+    References:
+        Su et al., "RoFormer: Enhanced Transformer with Rotary Position
+        Embedding", 2021.
+    """
+
+    def __init__(self, head_dim: int, *, base: float = 10000.0, scaling: dict | None = None,
+                 layout: str = "half", rotary_dim: int | None = None, max_len: int = 2048):
+        super().__init__()
+        what = "RotaryEmbedding"
+        self.head_dim = check_head_dim(head_dim, what=what)
+        self.rotary_dim = (self.head_dim if rotary_dim is None
+                           else check_head_dim(rotary_dim, name="rotary_dim", what=what))
+        check_rope_features(self.rotary_dim // 2, self.head_dim, name="q", what=what)
+        self.layout = check_rope_layout(layout, what=what)
+        self.max_len = check_positive_int("max_len", max_len, what=what)
+        self.scaling = None if scaling is None else dict(scaling)
+        self.dynamic = bool(scaling) and scaling.get("rope_type") == "dynamic"
+        self.base = base
+        self._inv_freq, self.attention_factor = numpy_rotary.rope_frequencies(
+            self.rotary_dim, base=base, scaling=scaling,
+            seq_len=self.max_len if self.dynamic else None)
+        self.base = float(base)
+        self.register_buffer("_cos", torch.empty(0, self.rotary_dim // 2), persistent=False)
+        self.register_buffer("_sin", torch.empty(0, self.rotary_dim // 2), persistent=False)
+
+    def extra_repr(self) -> str:
+        return (f"head_dim={self.head_dim}, base={self.base}, scaling={self.scaling}, "
+                f"layout={self.layout!r}, rotary_dim={self.rotary_dim}, max_len={self.max_len}")
+
+    def _frequencies(self, length: int) -> torch.Tensor:
+        inv_freq = self._inv_freq
+        if self.dynamic:
+            inv_freq, _ = numpy_rotary.rope_frequencies(
+                self.rotary_dim, base=self.base, scaling=self.scaling, seq_len=length)
+        return torch.as_tensor(inv_freq, device=self._cos.device)
+
+    def _table(self, offset: int, seq: int):
+        """cos and sin ``(seq, rotary_dim / 2)`` for positions ``offset .. offset+seq-1``."""
+        end = offset + seq
+        if self.dynamic or (is_compiling() and (self._cos.shape[0] < end
+                                                or self._cos.dtype != torch.float32)):
+            positions = torch.arange(offset, end, device=self._cos.device)
+            return _angles(positions, self._frequencies(end), self.attention_factor)
+        if self._cos.shape[0] < end or self._cos.dtype != torch.float32:
+            size = max(self.max_len, 1 << (end - 1).bit_length()) if end else self.max_len
+            positions = torch.arange(size, device=self._cos.device)
+            self._cos, self._sin = _angles(positions, self._frequencies(size),
+                                           self.attention_factor)
+        return self._cos[offset:end], self._sin[offset:end]
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, *, offset: int = 0, positions=None):
+        what = type(self).__name__
+        n = self.rotary_dim // 2
+        for name, t in (("q", q), ("k", k)):
+            _check_x(t, n, name=name, what=what)
+        offset = check_int("offset", offset, minimum=0, what=what,
+                           fix="pass the number of cached tokens before q")
+        check_rope_positions((q.shape[-2],), k.shape, name="k", what=what)
+        if positions is None:
+            cos, sin = self._table(offset, q.shape[-2])
+            qc = kc = (cos, sin)
+        else:
+            positions = as_positions(positions, what=what)
+            check_rope_positions(positions.shape, q.shape, name="q", what=what)
+            check_rope_positions(positions.shape, k.shape, name="k", what=what)
+            length = int(positions.shape[-1]) + offset
+            cos, sin = _angles(positions, self._frequencies(length), self.attention_factor)
+            qc, kc = _batched(cos, sin, positions, q), _batched(cos, sin, positions, k)
+        return _rotate(q, *qc, self.layout), _rotate(k, *kc, self.layout)

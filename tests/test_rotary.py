@@ -1,0 +1,303 @@
+"""The rotary family's own properties: frequencies and their scalings, both layouts, partial
+rotary, relative scores, cached decoding, layout conversion, axial 2D RoPE, bfloat16
+positions. The generic layer checks are rows of ``tests/test_layers.py``; the comparisons
+with Hugging Face, keras-hub and rotary-embedding-torch are in ``tests/test_reference.py``."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+import torch
+
+import posenc.keras as pk
+import posenc.torch as pt
+from faces import np32, tensor
+from posenc import rotary
+
+FACES = {"torch": pt, "keras": pk}
+LAYOUTS = ("half", "interleaved")
+SCALINGS = {
+    "default": None,
+    "linear": {"rope_type": "linear", "factor": 4.0},
+    "ntk": {"rope_type": "ntk", "factor": 8.0},
+    "dynamic": {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 512},
+    "yarn": {"rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 4096},
+    "llama3": {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192,
+               "low_freq_factor": 1.0, "high_freq_factor": 4.0},
+}
+
+
+def qk(shape=(2, 3, 12, 16), seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.normal(size=shape).astype(np.float32),
+            rng.normal(size=shape).astype(np.float32))
+
+
+def rope_np(x, positions, inv_freq, layout):
+    """The rotation written with complex numbers (float64), for the tests only."""
+    n = len(inv_freq)
+    angles = np.asarray(positions, np.float64)[..., None] * np.float64(inv_freq)
+    if layout == "half":
+        z = x[..., :n] + 1j * x[..., n:2 * n]
+    else:
+        z = x[..., 0:2 * n:2] + 1j * x[..., 1:2 * n:2]
+    z = z * np.exp(1j * angles)
+    out = x.astype(np.float64).copy()
+    if layout == "half":
+        out[..., :n], out[..., n:2 * n] = z.real, z.imag
+    else:
+        out[..., 0:2 * n:2], out[..., 1:2 * n:2] = z.real, z.imag
+    return out
+
+
+# --------------------------------------------------------------------------- frequencies
+
+def test_default_frequencies_are_the_geometric_sequence():
+    inv_freq, factor = rotary.rope_frequencies(8, base=100.0)
+    np.testing.assert_allclose(inv_freq, 100.0 ** (-np.arange(0, 8, 2) / 8), rtol=1e-7)
+    assert inv_freq.dtype == np.float32 and factor == 1.0
+
+
+@pytest.mark.parametrize("name", sorted(SCALINGS))
+def test_every_scaling_in_both_faces_equals_the_registry(name):
+    want, factor = rotary.rope_frequencies(64, scaling=SCALINGS[name], seq_len=2048)
+    for face, module in FACES.items():
+        got, got_factor = module.rope_frequencies(64, scaling=SCALINGS[name], seq_len=2048)
+        np.testing.assert_array_equal(np32(got), want, err_msg=face)
+        assert got_factor == factor
+
+
+def test_scaling_properties():
+    default, _ = rotary.rope_frequencies(64)
+    linear, _ = rotary.rope_frequencies(64, scaling=SCALINGS["linear"])
+    np.testing.assert_allclose(linear, default / 4.0, rtol=1e-6)
+    # static NTK: the fastest frequency is kept, the slowest divided by the factor
+    ntk, _ = rotary.rope_frequencies(64, scaling=SCALINGS["ntk"])
+    assert ntk[0] == default[0]
+    np.testing.assert_allclose(ntk[-1], default[-1] / 8.0, rtol=1e-5)
+    # dynamic: the default frequencies up to the original length, lower beyond
+    for seq_len in (1, 512):
+        short, _ = rotary.rope_frequencies(64, scaling=SCALINGS["dynamic"], seq_len=seq_len)
+        np.testing.assert_array_equal(short, default)
+    long, _ = rotary.rope_frequencies(64, scaling=SCALINGS["dynamic"], seq_len=4096)
+    assert np.all(long[1:] < default[1:])
+    # YaRN: fast frequencies kept, slow ones interpolated, the attention factor grows
+    yarn, factor = rotary.rope_frequencies(64, scaling=SCALINGS["yarn"])
+    assert yarn[0] == default[0]
+    np.testing.assert_allclose(yarn[-1], default[-1] / 16.0, rtol=1e-6)
+    assert factor == pytest.approx(0.1 * np.log(16.0) + 1.0)
+    # Llama 3: short wavelengths kept, long ones divided by the factor
+    llama, _ = rotary.rope_frequencies(128, base=500000.0, scaling=SCALINGS["llama3"])
+    wide, _ = rotary.rope_frequencies(128, base=500000.0)
+    assert llama[0] == wide[0]
+    np.testing.assert_allclose(llama[-1], wide[-1] / 8.0, rtol=1e-6)
+    assert np.all(llama <= wide)
+
+
+# --------------------------------------------------------------------------- the rotation
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("face", FACES)
+def test_apply_rope_is_the_complex_rotation_with_partial_rotary(face, layout):
+    x, _ = qk()
+    inv_freq, _ = rotary.rope_frequencies(12)         # 12 of 16 features rotate
+    positions = np.arange(12) * 7 + 3
+    got = FACES[face].apply_rope(tensor(face, x), tensor(face, positions), inv_freq,
+                                 layout=layout)
+    np.testing.assert_allclose(np32(got), rope_np(x, positions, inv_freq, layout),
+                               rtol=1e-5, atol=2e-5)
+    np.testing.assert_array_equal(np32(got)[..., 12:], x[..., 12:])
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_batched_and_float_positions(face):
+    x, _ = qk()
+    inv_freq, _ = rotary.rope_frequencies(16)
+    positions = np.random.default_rng(1).uniform(0, 100, size=(2, 12)).astype(np.float32)
+    got = np32(FACES[face].apply_rope(tensor(face, x), tensor(face, positions), inv_freq))
+    for b in range(2):
+        np.testing.assert_allclose(got[b], rope_np(x[b], positions[b], inv_freq, "half"),
+                                   rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("face", FACES)
+def test_scores_depend_only_on_the_offset_and_norms_are_kept(face, layout):
+    rng = np.random.default_rng(2)
+    q, k = rng.normal(size=(1, 16)).astype(np.float32), rng.normal(size=(1, 16)).astype(np.float32)
+    inv_freq, _ = rotary.rope_frequencies(16)
+    m = FACES[face]
+
+    def score(i, j):
+        qi = np32(m.apply_rope(tensor(face, q), tensor(face, np.array([i])), inv_freq,
+                               layout=layout))
+        kj = np32(m.apply_rope(tensor(face, k), tensor(face, np.array([j])), inv_freq,
+                               layout=layout))
+        np.testing.assert_allclose(np.linalg.norm(qi), np.linalg.norm(q), rtol=1e-5)
+        return float((qi * kj).sum())
+
+    for shift in (1, 37, 1000):
+        assert score(5 + shift, 2 + shift) == pytest.approx(score(5, 2), rel=1e-4, abs=1e-4)
+    assert score(5, 2) != pytest.approx(score(5, 3), rel=1e-3)
+
+
+def test_torch_gradient_is_the_inverse_rotation():
+    """The fused backward equals autograd through the plain formula (both layouts)."""
+    x = torch.randn(2, 3, 9, 16, dtype=torch.float64)
+    inv_freq = torch.as_tensor(rotary.rope_frequencies(12)[0], dtype=torch.float64)
+    for layout in LAYOUTS:
+        torch.autograd.gradcheck(lambda t: pt.apply_rope(t, torch.arange(9), inv_freq,
+                                                         layout=layout), (x.requires_grad_(),))
+
+
+# --------------------------------------------------------------------------- the module
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("face", FACES)
+def test_token_by_token_with_offsets_equals_the_full_pass(face, layout):
+    q, k = qk(shape=(2, 3, 40, 16))
+    rope = FACES[face].RotaryEmbedding(16, layout=layout, rotary_dim=12, max_len=8)
+    full_q, full_k = (np32(t) for t in rope(tensor(face, q), tensor(face, k)))
+    fresh = FACES[face].RotaryEmbedding(16, layout=layout, rotary_dim=12, max_len=8)
+    for i in range(40):   # the cache grows from 8 rows as the offsets pass it
+        step_q, step_k = fresh(tensor(face, q[:, :, i:i + 1]), tensor(face, k[:, :, i:i + 1]),
+                               offset=i)
+        np.testing.assert_array_equal(np32(step_q), full_q[:, :, i:i + 1])
+        np.testing.assert_array_equal(np32(step_k), full_k[:, :, i:i + 1])
+    explicit = rope(tensor(face, q), tensor(face, k), positions=tensor(face, np.arange(40)))
+    np.testing.assert_allclose(np32(explicit[0]), full_q, rtol=1e-6, atol=1e-6)
+    inv_freq, _ = rotary.rope_frequencies(12)
+    np.testing.assert_allclose(full_q, np32(FACES[face].apply_rope(
+        tensor(face, q), tensor(face, np.arange(40)), inv_freq, layout=layout)),
+        rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_yarn_module_scales_cos_and_sin(face):
+    q, k = qk()
+    scaling = SCALINGS["yarn"]
+    rope = FACES[face].RotaryEmbedding(16, scaling=scaling)
+    inv_freq, factor = rotary.rope_frequencies(16, scaling=scaling)
+    assert factor > 1
+    np.testing.assert_allclose(np32(rope(tensor(face, q), tensor(face, k))[0]),
+                               factor * rope_np(q, np.arange(12), inv_freq, "half"),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_both_faces_agree_on_the_module():
+    q, k = qk()
+    for layout in LAYOUTS:
+        args = {"layout": layout, "scaling": SCALINGS["llama3"], "base": 500.0}
+        got = [[np32(t) for t in FACES[f].RotaryEmbedding(16, **args)(
+            tensor(f, q), tensor(f, k), offset=5)] for f in FACES]
+        for a, b in zip(*got):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- layouts
+
+@pytest.mark.parametrize("face", FACES)
+def test_converted_weights_give_the_same_scores_in_the_other_layout(face):
+    heads, head_dim, dim, seq = 2, 8, 12, 7
+    rng = np.random.default_rng(3)
+    h = rng.normal(size=(seq, dim)).astype(np.float32)
+    wq, wk = (rng.normal(size=(heads * head_dim, dim)).astype(np.float32) for _ in range(2))
+    m = FACES[face]
+    inv_freq, _ = rotary.rope_frequencies(head_dim)
+
+    def scores(wq, wk, layout):
+        def project(w):
+            x = h @ np32(w).T                                    # (seq, heads * head_dim)
+            x = x.reshape(seq, heads, head_dim).transpose(1, 0, 2)
+            return np32(m.apply_rope(tensor(face, x), seq, inv_freq, layout=layout))
+        return project(wq) @ project(wk).transpose(0, 2, 1)
+
+    for src, dst in (("interleaved", "half"), ("half", "interleaved")):
+        converted = [m.convert_rope_layout(tensor(face, w), heads, to=dst) for w in (wq, wk)]
+        np.testing.assert_allclose(scores(*converted, dst), scores(wq, wk, src),
+                                   rtol=1e-4, atol=1e-4)
+        # without the conversion the other layout computes other scores
+        assert not np.allclose(scores(wq, wk, dst), scores(wq, wk, src), atol=1e-2)
+    back = m.convert_rope_layout(m.convert_rope_layout(tensor(face, wq), heads, to="half"),
+                                 heads, to="interleaved")
+    np.testing.assert_array_equal(np32(back), wq)
+
+
+# --------------------------------------------------------------------------- 2D
+
+@pytest.mark.parametrize("face", FACES)
+def test_axial_2d_scores_depend_only_on_the_2d_offset(face):
+    height, width, head_dim = 4, 5, 16
+    rng = np.random.default_rng(4)
+    q = np.tile(rng.normal(size=(1, head_dim)).astype(np.float32), (height * width, 1))
+    k = np.tile(rng.normal(size=(1, head_dim)).astype(np.float32), (height * width, 1))
+    inv_freq, _ = rotary.rope_frequencies(head_dim // 2)
+    m = FACES[face]
+    qr = np32(m.apply_rope_2d(tensor(face, q), height, width, inv_freq))
+    kr = np32(m.apply_rope_2d(tensor(face, k), height, width, inv_freq))
+    s = (qr @ kr.T).reshape(height, width, height, width)
+    # (0,0)-(1,2) and (2,1)-(3,3) share the offset (1, 2); (0,0)-(2,1) does not
+    assert s[0, 0, 1, 2] == pytest.approx(s[2, 1, 3, 3], rel=1e-4, abs=1e-4)
+    assert s[0, 0, 1, 2] != pytest.approx(s[0, 0, 2, 1], rel=1e-3)
+    rows = rope_np(q[:, :8], np.arange(20) // width, inv_freq, "half")
+    np.testing.assert_allclose(qr[:, :8], rows, rtol=1e-5, atol=1e-5)
+
+
+# --------------------------------------------------------------------------- precision
+
+POSITIONS_NEAR_64K = np.arange(65_536 - 8, 65_536 + 8)
+
+
+def naive_bf16_rope(x: torch.Tensor, positions, inv_freq) -> torch.Tensor:
+    """The bug several libraries shipped: the angles computed in the input's dtype."""
+    angles = torch.einsum("s,f->sf", positions.to(x.dtype), inv_freq.to(x.dtype))
+    cos, sin = angles.cos(), angles.sin()
+    n = inv_freq.shape[0]
+    x1, x2 = x[..., :n], x[..., n:2 * n]
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), -1)
+
+
+def bf16_error(face, rope) -> float:
+    x, _ = qk(shape=(2, 2, 16, 64))
+    inv_freq, _ = rotary.rope_frequencies(64)
+    exact = rope_np(x, POSITIONS_NEAR_64K, inv_freq, "half")
+    got = rope(tensor(face, x, "bfloat16"), tensor(face, POSITIONS_NEAR_64K), inv_freq)
+    return float(np.abs(np32(got) - exact).max())
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_bfloat16_near_65536_stays_within_005_of_float32(face):
+    assert bf16_error(face, FACES[face].apply_rope) < 0.05
+    x, k = qk(shape=(2, 2, 16, 64))
+    rope = FACES[face].RotaryEmbedding(64)
+    exact = np32(rope(tensor(face, x), tensor(face, k), offset=65_528)[0])
+    low = np32(rope(tensor(face, x, "bfloat16"), tensor(face, k, "bfloat16"), offset=65_528)[0])
+    assert np.abs(low - exact).max() < 0.05
+
+
+def test_bfloat16_autocast_keeps_float32_angles():
+    x = torch.as_tensor(qk(shape=(2, 2, 16, 64))[0])
+    inv_freq, _ = pt.rope_frequencies(64)
+    positions = torch.as_tensor(POSITIONS_NEAR_64K)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = pt.apply_rope(x.bfloat16(), positions, inv_freq)
+    exact = pt.apply_rope(x, positions, inv_freq)
+    assert (low.float() - exact).abs().max() < 0.05
+
+
+def test_the_naive_bfloat16_version_fails_the_bound():
+    """The bound can fail: bfloat16 angles near 65,536 are off by up to 128 radians."""
+    def naive(x, positions, inv_freq):
+        return naive_bf16_rope(x, positions, torch.as_tensor(inv_freq))
+    assert bf16_error("torch", naive) > 0.5
+
+
+@pytest.mark.keras
+def test_keras_mixed_bfloat16_layer_near_65536(mixed_bfloat16):
+    x, k = qk(shape=(2, 2, 16, 64))
+    rope = pk.RotaryEmbedding(64)
+    q_rot, _ = rope(x, k, offset=65_528)
+    assert keras.backend.standardize_dtype(q_rot.dtype) == "bfloat16"
+    inv_freq, _ = rotary.rope_frequencies(64)
+    assert np.abs(np32(q_rot) - rope_np(x, POSITIONS_NEAR_64K, inv_freq, "half")).max() < 0.05
