@@ -51,6 +51,7 @@ __all__ = [
     "ROPE_LAYOUTS",
     "ROPE_SCALINGS",
     "rope_frequencies",
+    "checked_frequencies",
     "layout_permutation",
 ]
 
@@ -167,7 +168,7 @@ def rope_frequencies(head_dim: int, *, base: float = 10000.0, scaling: dict | No
         >>> inv_freq
         array([1.   , 0.1  , 0.01 , 0.001], dtype=float32)
         >>> rope_frequencies(8, scaling={"rope_type": "linear", "factor": 4.0})[0]
-        array([2.5e-01, 2.5e-02, 2.5e-03, 2.5e-04], dtype=float32)
+        array([0.25   , 0.025  , 0.0025 , 0.00025], dtype=float32)
 
     References:
         Su et al., "RoFormer: Enhanced Transformer with Rotary Position
@@ -176,7 +177,12 @@ def rope_frequencies(head_dim: int, *, base: float = 10000.0, scaling: dict | No
         "YaRN: Efficient Context Window Extension of Large Language Models",
         ICLR 2024.
     """
-    what = "rope_frequencies"
+    return checked_frequencies(head_dim, base, scaling, seq_len, what="rope_frequencies")
+
+
+def checked_frequencies(head_dim: int, base: float, scaling: dict | None, seq_len: int | None,
+                        *, what: str) -> tuple[np.ndarray, float]:
+    """:func:`rope_frequencies` for the caller ``what`` (whose name its errors carry)."""
     head_dim = check_head_dim(head_dim, what=what)
     base = check_base(base, what=what)
     params = check_rope_scaling(scaling, tuple(ROPE_SCALINGS), head_dim, seq_len, what=what)

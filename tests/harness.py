@@ -19,12 +19,19 @@ and returns a ``(1, heads, q_len, k_len)`` bias. The harness uses it the way att
 does: ``x`` holds attention scores ``(batch, heads, q_len, k_len)`` and the output is
 ``softmax(x + bias)`` over the keys (:func:`attend`), which has ``x``'s shape, so every
 generic check applies; a Keras model holds the bias layer in :class:`AttendWithBias`.
+
+Rotary embeddings (``Case(..., rotary=True)``): the class is called as
+``layer(q, k, positions=...)`` and returns the rotated ``(q, k)``. The harness passes
+``q = x`` and ``k = x`` with its features reversed, and returns ``q_rot + k_rot``
+(:func:`rotate_pair`), which has ``x``'s shape; a Keras model holds the layer in
+:class:`RotatePair`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from typing import Callable
 
 import keras
@@ -71,6 +78,8 @@ class Arg:
 
 #: Names of the classes that return an attention bias (filled by the cases).
 BIAS_CLASSES: set[str] = set()
+#: Names of the classes that rotate queries and keys (filled by the cases).
+ROTARY_CLASSES: set[str] = set()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +103,7 @@ class Case:
         empty: whether the class accepts an empty sequence (a Swin window does not).
         parity: the tolerance of the cross-face check, ``PARITY`` unless the output sums
             many products (attention: float32 matmuls summed in another order).
+        rotary: the class rotates queries and keys, called as ``layer(q, k, positions=...)``.
     """
 
     id: str
@@ -108,6 +118,7 @@ class Case:
     bias: bool = False
     empty: bool = True
     parity: dict | None = None
+    rotary: bool = False
 
     def __post_init__(self):
         batch, seq = self.shape[0], self.shape[-2]
@@ -115,6 +126,8 @@ class Case:
         assert len(self.shape) == (4 if self.bias else 3), self.shape
         if self.bias:
             BIAS_CLASSES.add(self.cls)
+        if self.rotary:
+            ROTARY_CLASSES.add(self.cls)
 
     @property
     def modes(self) -> tuple[bool, ...]:
@@ -180,6 +193,8 @@ def call(face: str, layer, x, extras=(), positions=None, *, training: bool, dtyp
     if positions is not None:
         kwargs["positions"] = (tensor(face, positions) if isinstance(positions, np.ndarray)
                                else positions)
+    if type(layer).__name__ in ROTARY_CLASSES:
+        return rotate_pair(face, layer, x, training=training, **kwargs)
     if face == "torch":
         layer.train(training)
         return layer(x, *extras, **kwargs)
@@ -216,6 +231,47 @@ class AttendWithBias(keras.layers.Layer):
     def from_config(cls, config):
         config = dict(config)
         config["bias_layer"] = keras.saving.deserialize_keras_object(config["bias_layer"])
+        return cls(**config)
+
+
+def rotate_pair(face: str, layer, x, *, training: bool, **kwargs):
+    """``q_rot + k_rot`` for ``q = x`` and ``k = x`` with its features reversed: both
+    outputs of a rotary layer in one tensor of ``x``'s shape."""
+    if face == "torch":
+        layer.train(training)
+        return pair_sum(layer, x, **kwargs)
+    q, k = layer(x, keras.ops.flip(x, -1), training=training, **kwargs)
+    return q + k
+
+
+def pair_sum(module, x, **kwargs):
+    """The PyTorch half of :func:`rotate_pair`, without setting the mode (compiled as is)."""
+    q, k = module(x, torch.flip(x, (-1,)), **kwargs)
+    return q + k
+
+
+@keras.saving.register_keras_serializable(package="posenc_tests")
+class RotatePair(keras.layers.Layer):
+    """A Keras layer that holds a rotary layer and applies :func:`rotate_pair` to ``x``."""
+
+    def __init__(self, rope_layer, **kwargs):
+        super().__init__(**kwargs)
+        self.rope_layer = rope_layer
+
+    def call(self, x, training=None):
+        return rotate_pair("keras", self.rope_layer, x, training=training)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(),
+                "rope_layer": keras.saving.serialize_keras_object(self.rope_layer)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["rope_layer"] = keras.saving.deserialize_keras_object(config["rope_layer"])
         return cls(**config)
 
 
@@ -265,6 +321,8 @@ def _keras_model(case: Case, layer, *, batch=None, seq=None, project=False):
     extra_in = [keras.Input((seq, *a.trailing), batch_size=batch,
                             dtype="int32" if a.is_integer() else "float32") for a in case.extras]
     h = keras.layers.Dense(dim, name="proj")(x_in) if project else x_in
+    if case.rotary:
+        return keras.Model([x_in], RotatePair(layer)(h))
     return keras.Model([x_in, *extra_in], layer(h, *extra_in))
 
 
@@ -315,7 +373,8 @@ def check_keras_save_and_load(case: Case, tmp_path) -> None:
     model.save(path)
     loaded = keras.models.load_model(path)
     restored = loaded.layers[-1]
-    restored = restored.bias_layer if case.bias else restored
+    restored = (restored.bias_layer if case.bias
+                else restored.rope_layer if case.rotary else restored)
     assert type(restored) is type(layer)
     assert restored.get_config() == layer.get_config()
     for a, b in zip(restored.weights, layer.weights, strict=True):
@@ -355,10 +414,16 @@ def check_keras_symbolic_shapes(case: Case) -> None:
             extra_in = [keras.Input((s, *a.trailing), batch_size=b,
                                     dtype="int32" if a.is_integer() else "float32")
                         for a in case.extras]
+            if case.rotary:
+                outs = layer(x_in, keras.ops.flip(x_in, -1), training=training)
+                assert [tuple(o.shape) for o in outs] == [(b, s, dim)] * 2, (b, s, training)
+                continue
             out = layer(x_in, *extra_in, training=training)
             assert tuple(out.shape) == (b, s, dim), (b, s, training)
-        assert tuple(layer.compute_output_shape((None, seq, dim))) == (None, seq, dim)
-        assert tuple(layer.compute_output_shape((batch, seq, dim))) == (batch, seq, dim)
+        for shape in ((None, seq, dim), (batch, seq, dim)):
+            want = (shape, shape) if case.rotary else shape
+            got = layer.compute_output_shape(*((shape, shape) if case.rotary else (shape,)))
+            assert (tuple(map(tuple, got)) if case.rotary else tuple(got)) == want
 
 
 # --------------------------------------------------------------------------- (d) training step
@@ -586,7 +651,9 @@ def check_wrong_positions_shape(case: Case, shape: tuple[int, ...]) -> None:
             face, build(face, case), data.x, data.extras, positions, training=training))
         assert message.startswith(f"{case.cls}: positions must have shape (seq,) or "
                                   "(batch, seq)"), message
-        assert f"got positions.shape={shape} for x.shape={data.x.shape}" in message, message
+        x_name = "q" if case.rotary else "x"
+        assert f"got positions.shape={shape} for {x_name}.shape={data.x.shape}" in message, \
+            message
 
 
 # --------------------------------------------------------------------------- (i, j) compilers
@@ -605,6 +672,10 @@ def check_torch_compile(case: Case) -> None:
                                  backend="eager")
         torch.testing.assert_close(compiled(x), attend("torch", module, x), rtol=1e-6, atol=1e-6)
         return
+    if case.rotary:
+        compiled = torch.compile(functools.partial(pair_sum, module), fullgraph=True,
+                                 backend="eager")
+        module = functools.partial(pair_sum, module)
     for positions in (None, data.positions) if case.positions else (None,):
         extras = [torch.as_tensor(e) for e in data.extras]
         kwargs = {} if positions is None else {"positions": torch.as_tensor(positions)}

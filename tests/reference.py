@@ -94,3 +94,22 @@ def interpolate_linear_1d(table, new_length: int):
         hi = min(lo + 1, old - 1)
         out[j] = (1 - (x - lo)) * table[lo] + (x - lo) * table[hi]
     return out
+
+
+def rope(x, positions, inv_freq, layout: str = "half"):
+    """RoPE as Su et al. write it, with complex numbers, in float64: each pair of the first
+    ``2 * len(inv_freq)`` features times ``exp(i * position * inv_freq)``; ``layout="half"``
+    pairs ``j`` with ``j + n``, ``"interleaved"`` ``2j`` with ``2j + 1``."""
+    n = len(inv_freq)
+    angles = np.asarray(positions, np.float64)[..., None] * np.float64(inv_freq)
+    if layout == "half":
+        z = x[..., :n] + 1j * x[..., n:2 * n]
+    else:
+        z = x[..., 0:2 * n:2] + 1j * x[..., 1:2 * n:2]
+    z = z * np.exp(1j * angles)
+    out = x.astype(np.float64).copy()
+    if layout == "half":
+        out[..., :n], out[..., n:2 * n] = z.real, z.imag
+    else:
+        out[..., 0:2 * n:2], out[..., 1:2 * n:2] = z.real, z.imag
+    return out

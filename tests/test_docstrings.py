@@ -15,6 +15,7 @@ MODULES = [
     "posenc.torch.structured", "posenc.torch.bias", "posenc.torch.shaw", "posenc.torch.tasks",
     "posenc.keras.sinusoidal", "posenc.keras.learned", "posenc.keras.regularization",
     "posenc.keras.structured", "posenc.keras.bias", "posenc.keras.shaw", "posenc.keras.tasks",
+    "posenc.rotary", "posenc.torch.rotary", "posenc.keras.rotary",
 ]
 
 

@@ -675,8 +675,112 @@ SHAW = [
         "windowed_attention: q_len must be at most k_len", "got q_len=4, k_len=2"),
 ]
 
+
+def rope(args, q_shape, k_shape=None, positions=None, offset=0, **kwargs):
+    """The call ``RotaryEmbedding(*args, **kwargs)(q, k, offset=..., positions=...)`` on
+    zeros."""
+    def call(on):
+        layer = on.m.RotaryEmbedding(*args, **kwargs)
+        more = {"offset": offset} if positions is None else {"positions": on.t(positions)}
+        return layer(on.x(*q_shape), on.x(*(k_shape or q_shape)), **more)
+    return call
+
+
+INV_FREQ = np.ones(4, np.float32)      # rotates 8 features
+
+ROTARY = [
+    *[row(f"rope_frequencies-head_dim={d!r}", fn("rope_frequencies", d),
+          f"rope_frequencies: head_dim must be even (RoPE rotates the features in pairs), got "
+          f"head_dim={d}; use head_dim={d + 1} or head_dim={d - 1}")
+      for d in (63, 7)],
+    row("rope_frequencies-head_dim=0", fn("rope_frequencies", 0),
+        "rope_frequencies: head_dim must be a positive integer, got head_dim=0"),
+    row("RotaryEmbedding-head_dim=65", make("RotaryEmbedding", 65),
+        "RotaryEmbedding: head_dim must be even (RoPE rotates the features in pairs), got "
+        "head_dim=65; use head_dim=66 or head_dim=64"),
+    row("RotaryEmbedding-rotary_dim=10>8", make("RotaryEmbedding", 8, rotary_dim=10),
+        "RotaryEmbedding: inv_freq has 5 frequencies, which rotate 10 features, but q has only "
+        "head_dim=8; pass at most 4 frequencies"),
+    row("rope_frequencies-rope_type", fn("rope_frequencies", 64, scaling={"rope_type": "ntk2"}),
+        "rope_frequencies: scaling['rope_type'] must be one of 'default', 'linear', 'ntk', "
+        "'dynamic', 'yarn', 'llama3', got scaling['rope_type']='ntk2'; Hugging Face's "
+        "rope_scaling vocabulary"),
+    row("RotaryEmbedding-rope_type", make("RotaryEmbedding", 64, scaling={"rope_type": "longrope"}),
+        "RotaryEmbedding: scaling['rope_type'] must be one of", "got scaling['rope_type']='longrope'"),
+    row("rope_frequencies-scaling-not-a-dict", fn("rope_frequencies", 64, scaling="linear"),
+        "rope_frequencies: scaling must be None or a dict", "got scaling='linear'"),
+    *[row(f"rope_frequencies-factor={f!r}",
+          fn("rope_frequencies", 64, scaling={"rope_type": "linear", "factor": f}),
+          f"rope_frequencies: scaling['factor'] must be a finite number >= 1 (how many times "
+          f"longer the context becomes), got scaling['factor']={f!r}; a factor below 1 would "
+          "shrink the context")
+      for f in (0.5, 0, None, "2")],
+    row("rope_frequencies-dynamic-without-seq_len",
+        fn("rope_frequencies", 64, scaling={"rope_type": "dynamic", "factor": 2.0,
+                                            "original_max_position_embeddings": 512}),
+        "rope_frequencies: rope_type='dynamic' needs seq_len (its base grows with the sequence), "
+        "got seq_len=None; pass seq_len="),
+    row("rope_frequencies-yarn-without-original",
+        fn("rope_frequencies", 64, scaling={"rope_type": "yarn", "factor": 2.0}),
+        "rope_frequencies: scaling['original_max_position_embeddings'] must be a positive "
+        "integer, got scaling['original_max_position_embeddings']=None"),
+    row("rope_frequencies-llama3-high<=low",
+        fn("rope_frequencies", 64, scaling={"rope_type": "llama3", "factor": 8.0,
+                                            "original_max_position_embeddings": 8192,
+                                            "low_freq_factor": 4.0, "high_freq_factor": 1.0}),
+        "rope_frequencies: scaling['high_freq_factor'] must be a finite number greater than 4"),
+    row("apply_rope-inv_freq-too-long", fn("apply_rope", table(2, 5, 6), 5, INV_FREQ),
+        "apply_rope: inv_freq has 4 frequencies, which rotate 8 features, but x has only "
+        "head_dim=6; pass at most 3 frequencies (rope_frequencies(6))"),
+    row("apply_rope-inv_freq-rank-2", fn("apply_rope", table(2, 5, 8), 5, table(2, 2)),
+        "apply_rope: inv_freq must have rank 1, got shape (2, 2) (rank 2); pass the "
+        "(head_dim // 2,) frequencies of rope_frequencies"),
+    *[row(f"apply_rope-positions-{shape}", fn("apply_rope", table(2, 3, 5, 8),
+                                               np.zeros(shape, np.int32), INV_FREQ),
+          f"apply_rope: positions must have shape (seq,) or (batch, seq) matching x's "
+          f"(batch, ..., seq, head_dim), got positions.shape={shape} for x.shape=(2, 3, 5, 8); "
+          "pass one position per token")
+      for shape in ((4,), (3, 5), (2, 4), (1, 2, 5))],
+    row("RotaryEmbedding-positions-length", rope((8,), (2, 3, 5, 8), positions=np.arange(6)),
+        "RotaryEmbedding: positions must have shape (seq,) or (batch, seq) matching q's "
+        "(batch, ..., seq, head_dim), got positions.shape=(6,) for q.shape=(2, 3, 5, 8)"),
+    row("RotaryEmbedding-k-length", rope((8,), (2, 3, 5, 8), (2, 3, 4, 8)),
+        "RotaryEmbedding: positions must have shape (seq,) or (batch, seq) matching k's",
+        "got positions.shape=(5,) for k.shape=(2, 3, 4, 8)"),
+    row("apply_rope-positions-bool", fn("apply_rope", table(5, 8), np.ones(5, bool), INV_FREQ),
+        "apply_rope: positions must be integers or floats, got dtype bool"),
+    *[row(f"apply_rope-layout={v!r}", fn("apply_rope", table(5, 8), 5, INV_FREQ, layout=v),
+          f"apply_rope: layout must be one of 'half', 'interleaved', got layout={v!r}; \"half\" "
+          "pairs feature i with i + r/2 (GPT-NeoX, Hugging Face), \"interleaved\" pairs 2i "
+          "with 2i+1 (GPT-J, Meta)")
+      for v in ("concat", None)],
+    row("RotaryEmbedding-layout", make("RotaryEmbedding", 8, layout="neox"),
+        "RotaryEmbedding: layout must be one of 'half', 'interleaved', got layout='neox'"),
+    row("RotaryEmbedding-offset=-1", rope((8,), (1, 5, 8), offset=-1),
+        "RotaryEmbedding: offset must be a non-negative integer, got offset=-1; pass the number "
+        "of cached tokens before q"),
+    row("apply_rope-attention_factor=0", fn("apply_rope", table(5, 8), 5, INV_FREQ,
+                                            attention_factor=0.0),
+        "apply_rope: attention_factor must be a finite number greater than 0, got "
+        "attention_factor=0.0"),
+    row("convert_rope_layout-to", fn("convert_rope_layout", table(16, 4), 2, to="neox"),
+        "convert_rope_layout: to must be one of 'half', 'interleaved', got to='neox'"),
+    row("convert_rope_layout-rows", fn("convert_rope_layout", table(15, 4), 2, to="half"),
+        "convert_rope_layout: weight must be (num_heads * head_dim, in_features) with "
+        "num_heads=2, got weight.shape=(15, 4)"),
+    row("convert_rope_layout-odd-head_dim", fn("convert_rope_layout", table(14, 4), 2, to="half"),
+        "convert_rope_layout: head_dim must be even (RoPE rotates the features in pairs), got "
+        "head_dim=7"),
+    row("apply_rope_2d-grid", fn("apply_rope_2d", table(1, 12, 8), 3, 5, np.ones(2, np.float32)),
+        "apply_rope_2d: positions must have shape (seq,) or (batch, seq)",
+        "got positions.shape=(15,) for x.shape=(1, 12, 8)"),
+    row("apply_rope_2d-features", fn("apply_rope_2d", table(1, 12, 6), 3, 4, np.ones(2, np.float32)),
+        "apply_rope_2d: inv_freq has 4 frequencies, which rotate 8 features, but x has only "
+        "head_dim=6"),
+]
+
 ROWS = [*SINUSOIDAL, *LEARNED, *REGULARIZATION, *STRUCTURED, *COORDINATES_AND_GRAPHS, *BIAS,
-        *SHAW]
+        *SHAW, *ROTARY]
 
 
 @pytest.mark.parametrize("call, expected", ROWS)

@@ -128,6 +128,14 @@ CASES = [
          shape=(3, 10, 8), parity=ATTENTION_PARITY),
     Case("shaw_naive", "ShawRelativeAttention", (8, 2, 2), {"method": "naive"},
          shape=(3, 10, 8), parity=ATTENTION_PARITY),
+    # Rotary: x is q (and, features reversed, k) as (batch, seq, head_dim); the output is
+    # q_rot + k_rot (harness.rotate_pair). A cache of 8 rows grows during the calls.
+    Case("rope_half_partial", "RotaryEmbedding", (16,), {"rotary_dim": 12, "max_len": 8},
+         shape=(3, 10, 16), positions=integers(5000), rotary=True),
+    Case("rope_interleaved_yarn", "RotaryEmbedding", (16,),
+         {"layout": "interleaved", "scaling": {"rope_type": "yarn", "factor": 4.0,
+                                               "original_max_position_embeddings": 64}},
+         shape=(2, 20, 16), positions=integers(100_000), rotary=True),
 ]
 
 ROWS = [pytest.param(c, id=c.id) for c in CASES]

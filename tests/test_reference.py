@@ -1,8 +1,10 @@
 """posenc against the implementations people trust, on the same inputs (marker ``reference``).
 
 Hugging Face transformers: T5's ``_relative_position_bucket`` and ``compute_bias``, BLOOM's
-``build_alibi_tensor``, Swin's ``relative_position_index`` and bias lookup (modules built
-from a config: no weights are downloaded). keras-hub: ``AlibiBias``. The versions are pinned
+``build_alibi_tensor``, Swin's ``relative_position_index`` and bias lookup, RoPE's
+``ROPE_INIT_FUNCTIONS`` and ``apply_rotary_pos_emb`` (modules built from a config: no
+weights are downloaded). keras-hub: ``AlibiBias``, ``RotaryEmbedding``.
+rotary-embedding-torch: the interleaved layout. The versions are pinned
 in ``requirements-reference.txt`` (``make install`` installs them); without them these
 tests are skipped.
 """
@@ -157,3 +159,121 @@ def test_alibi_equals_keras_hub_alibi_bias(num_heads):
     weights = np.exp(masked - masked.max(-1, keepdims=True))
     np.testing.assert_allclose(ours, weights / weights.sum(-1, keepdims=True), rtol=1e-5,
                                atol=1e-6)
+
+
+# --------------------------------------------------------------------------- rotary
+
+ROPE_CONFIGS = {
+    "default": ({"rope_type": "default"}, {}, None),
+    "linear": ({"rope_type": "linear", "factor": 4.0}, {}, None),
+    "dynamic-short": ({"rope_type": "dynamic", "factor": 2.0},
+                      {"original_max_position_embeddings": 4096}, 1000),
+    "dynamic-long": ({"rope_type": "dynamic", "factor": 2.0},
+                     {"original_max_position_embeddings": 4096}, 20000),
+    "yarn": ({"rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 4096},
+             {}, None),
+    "yarn-betas-mscale": ({"rope_type": "yarn", "factor": 40.0, "beta_fast": 16.0,
+                           "beta_slow": 2.0, "mscale": 0.707, "mscale_all_dim": 0.707,
+                           "original_max_position_embeddings": 4096}, {}, None),
+    "yarn-attention_factor": ({"rope_type": "yarn", "factor": 4.0, "attention_factor": 1.5,
+                               "original_max_position_embeddings": 2048}, {}, None),
+    "llama3": ({"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192,
+                "low_freq_factor": 1.0, "high_freq_factor": 4.0}, {}, None),
+}
+
+
+def llama_config(params: dict, *, head_dim: int = 64, base: float = 10000.0,
+                 max_position_embeddings: int = 131072):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(hidden_size=8 * head_dim, num_attention_heads=8, head_dim=head_dim,
+                       max_position_embeddings=max_position_embeddings,
+                       rope_parameters={"rope_theta": base, **params})
+
+
+@pytest.mark.parametrize("head_dim, base", [(64, 10000.0), (128, 500000.0), (32, 1e6)])
+@pytest.mark.parametrize("name", sorted(ROPE_CONFIGS))
+def test_rope_frequencies_equal_transformers_rope_init_functions(name, head_dim, base):
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    from posenc import rotary
+
+    params, extra, seq_len = ROPE_CONFIGS[name]
+    mpe = extra.get("original_max_position_embeddings", 131072)
+    config = llama_config(params, head_dim=head_dim, base=base, max_position_embeddings=mpe)
+    rope_type = params["rope_type"]
+    if rope_type == "default":
+        want, want_factor = LlamaRotaryEmbedding.compute_default_rope_parameters(config)
+    else:
+        want, want_factor = ROPE_INIT_FUNCTIONS[rope_type](config, "cpu", seq_len=seq_len)
+    scaling = None if rope_type == "default" else {**params, **extra}
+    got, factor = rotary.rope_frequencies(head_dim, base=base, scaling=scaling, seq_len=seq_len)
+    # Hugging Face computes in float32, posenc in float64 then rounds: a few ulp apart.
+    np.testing.assert_allclose(got, want.numpy(), rtol=3e-7, atol=0)
+    assert factor == pytest.approx(want_factor, rel=1e-12)
+    torch_got, _ = pt.rope_frequencies(head_dim, base=base, scaling=scaling, seq_len=seq_len)
+    np.testing.assert_array_equal(torch_got.numpy(), got)
+
+
+@pytest.mark.parametrize("name", ["default", "yarn", "llama3"])
+def test_rotary_embedding_equals_transformers_apply_rotary_pos_emb(name):
+    from transformers.models.llama.modeling_llama import (LlamaRotaryEmbedding,
+                                                          apply_rotary_pos_emb)
+
+    params, extra, _ = ROPE_CONFIGS[name]
+    head_dim, seq = 64, 50
+    hf = LlamaRotaryEmbedding(llama_config(params, head_dim=head_dim))
+    rng = np.random.default_rng(0)
+    q, k = (torch.as_tensor(rng.normal(size=(2, 8, seq, head_dim)), dtype=torch.float32)
+            for _ in range(2))
+    position_ids = torch.arange(100, 100 + seq)[None].expand(2, seq)
+    cos, sin = hf(q, position_ids)
+    want_q, want_k = apply_rotary_pos_emb(q, k, cos, sin)
+    scaling = None if name == "default" else {**params, **extra}
+    ours = pt.RotaryEmbedding(head_dim, scaling=scaling)
+    got_q, got_k = ours(q, k, offset=100)
+    # Frequencies a float32 ulp apart (float32 in transformers, float64 rounded here) give
+    # angles up to 150 * 2^-24 rad apart at these positions: 3e-5 on entries of about 3.
+    tol = {"rtol": 1e-5, "atol": 3e-5}
+    torch.testing.assert_close(got_q, want_q, **tol)
+    torch.testing.assert_close(got_k, want_k, **tol)
+    inv_freq, factor = pt.rope_frequencies(head_dim, scaling=scaling)
+    torch.testing.assert_close(pt.apply_rope(q, position_ids, inv_freq, attention_factor=factor),
+                               want_q, **tol)
+
+
+@pytest.mark.parametrize("rotary_dim", [64, 32])
+def test_interleaved_layout_equals_rotary_embedding_torch(rotary_dim):
+    rotary_embedding_torch = pytest.importorskip(
+        "rotary_embedding_torch", reason="rotary-embedding-torch is not installed: "
+                                         "pip install -r requirements-reference.txt")
+    theirs = rotary_embedding_torch.RotaryEmbedding(dim=rotary_dim)
+    x = torch.as_tensor(np.random.default_rng(1).normal(size=(2, 4, 30, 64)),
+                        dtype=torch.float32)
+    want = theirs.rotate_queries_or_keys(x)
+    ours = pt.RotaryEmbedding(64, layout="interleaved", rotary_dim=rotary_dim)
+    got, _ = ours(x, x)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    want_offset = theirs.rotate_queries_or_keys(x, offset=7)
+    torch.testing.assert_close(ours(x, x, offset=7)[0], want_offset, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.keras
+@pytest.mark.parametrize("scaling_factor", [1.0, 4.0])
+def test_rotary_embedding_equals_keras_hub(scaling_factor):
+    keras_hub = pytest.importorskip("keras_hub", reason="keras-hub is not installed: "
+                                                        "pip install -r requirements-reference.txt")
+    import keras
+
+    import posenc.keras as pk
+
+    x = np.random.default_rng(2).normal(size=(2, 30, 4, 64)).astype(np.float32)  # (b, s, h, d)
+    hub = keras_hub.layers.RotaryEmbedding(max_wavelength=10000, scaling_factor=scaling_factor)
+    scaling = None if scaling_factor == 1.0 else {"rope_type": "linear", "factor": scaling_factor}
+    ours = pk.RotaryEmbedding(64, scaling=scaling)
+    heads_first = np.transpose(x, (0, 2, 1, 3))
+    for start in (0, 11):
+        want = numpy(hub(keras.ops.convert_to_tensor(x), start_index=start))
+        got = numpy(ours(heads_first, heads_first, offset=start)[0])
+        np.testing.assert_allclose(np.transpose(got, (0, 2, 1, 3)), want, rtol=1e-5, atol=1e-5)

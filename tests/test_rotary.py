@@ -14,6 +14,7 @@ import posenc.keras as pk
 import posenc.torch as pt
 from faces import np32, tensor
 from posenc import rotary
+from reference import rope as rope_np
 
 FACES = {"torch": pt, "keras": pk}
 LAYOUTS = ("half", "interleaved")
@@ -32,23 +33,6 @@ def qk(shape=(2, 3, 12, 16), seed=0):
     rng = np.random.default_rng(seed)
     return (rng.normal(size=shape).astype(np.float32),
             rng.normal(size=shape).astype(np.float32))
-
-
-def rope_np(x, positions, inv_freq, layout):
-    """The rotation written with complex numbers (float64), for the tests only."""
-    n = len(inv_freq)
-    angles = np.asarray(positions, np.float64)[..., None] * np.float64(inv_freq)
-    if layout == "half":
-        z = x[..., :n] + 1j * x[..., n:2 * n]
-    else:
-        z = x[..., 0:2 * n:2] + 1j * x[..., 1:2 * n:2]
-    z = z * np.exp(1j * angles)
-    out = x.astype(np.float64).copy()
-    if layout == "half":
-        out[..., :n], out[..., n:2 * n] = z.real, z.imag
-    else:
-        out[..., 0:2 * n:2], out[..., 1:2 * n:2] = z.real, z.imag
-    return out
 
 
 # --------------------------------------------------------------------------- frequencies

@@ -87,32 +87,46 @@ def rope_frequencies(head_dim: int, *, base: float = 10000.0, scaling: dict | No
 # --------------------------------------------------------------------------- the rotation
 
 def _angles(positions, inv_freq, attention_factor: float):
-    """float32 ``cos`` and ``sin`` of ``positions * inv_freq``: ``(*positions.shape, n)``."""
-    angles = (ops.expand_dims(ops.cast(positions, "float32"), -1)
-              * ops.cast(inv_freq, "float32"))
-    cos, sin = ops.cos(angles), ops.sin(angles)
+    """float32 ``cos`` and ``sin`` of ``positions * inv_freq``: ``(*positions.shape, n)``.
+
+    The frequencies are padded with zeros to a multiple of 16 for the sines and
+    cosines: a backend that computes the last elements of a tensor outside its
+    vector loop (TensorFlow on a CPU) then gives every position the same bits,
+    whatever the shape of ``positions``.
+    """
+    n = inv_freq.shape[0]
+    inv_freq = ops.pad(ops.cast(inv_freq, "float32"), [(0, -n % 16)])
+    angles = ops.expand_dims(ops.cast(positions, "float32"), -1) * inv_freq
+    cos, sin = ops.cos(angles)[..., :n], ops.sin(angles)[..., :n]
     if attention_factor != 1.0:
         cos, sin = cos * attention_factor, sin * attention_factor
     return cos, sin
 
 
 def _rotate(x, cos, sin, layout: str, dtype=None):
-    """``x`` (cast to ``dtype``) rotated by float32 ``cos``/``sin`` ``(..., seq, n)``."""
+    """``x`` (cast to ``dtype``) rotated by float32 ``cos``/``sin`` ``(..., seq, n)``.
+
+    ``x * C + swap(x) * S``: ``swap`` exchanges the members of each pair, ``C``
+    repeats cos over both members and ``S`` is ``-sin`` on the first, ``sin`` on
+    the second: four passes over ``x``, each a plain elementwise op on every backend.
+    """
     dtype = dtype or dtype_of(x)
     x = ops.cast(x, dtype)
     cos, sin = ops.cast(cos, dtype), ops.cast(sin, dtype)
     n = cos.shape[-1]
-    rot = x[..., :2 * n]
+    whole = x.shape[-1] == 2 * n
+    rot = x if whole else x[..., :2 * n]
     if layout == "half":
-        x1, x2 = rot[..., :n], rot[..., n:]
-        rotated = ops.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+        c, s = ops.concatenate([cos, cos], axis=-1), ops.concatenate([sin, sin], axis=-1)
+        swapped = ops.roll(rot, n, axis=-1)
+        sign = np.repeat(np.array([-1.0, 1.0], np.float32), n)
     else:
-        x1, x2 = rot[..., 0::2], rot[..., 1::2]
-        pairs = ops.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
-        rotated = ops.reshape(pairs, ops.shape(rot))
-    if 2 * n < x.shape[-1]:
-        return ops.concatenate([rotated, x[..., 2 * n:]], axis=-1)
-    return rotated
+        c, s = ops.repeat(cos, 2, axis=-1), ops.repeat(sin, 2, axis=-1)
+        swapped = ops.reshape(ops.stack([rot[..., 1::2], rot[..., 0::2]], axis=-1),
+                              ops.shape(rot))
+        sign = np.tile(np.array([-1.0, 1.0], np.float32), n)
+    rotated = rot * c + swapped * (s * ops.cast(sign, dtype))
+    return rotated if whole else ops.concatenate([rotated, x[..., 2 * n:]], axis=-1)
 
 
 def _batched(cos, sin, positions, x):
@@ -269,9 +283,10 @@ class RotaryEmbedding(keras.layers.Layer):
 
     The layer computes ``inv_freq`` once (:func:`rope_frequencies`) and keeps
     float32 cos and sin for positions ``0 .. size-1`` as NumPy arrays (at least
-    ``max_len``; the table doubles when a call needs more); a call with a
-    static length and the default positions slices it as a constant, so the
-    layer works eagerly, in ``tf.function`` and under ``jit_compile``. Called
+    ``max_len``; the table doubles when an eager call needs more, and a traced
+    call past its end computes its own); a call with a static length and the
+    default positions slices it as a constant, so the layer works eagerly, in
+    ``tf.function`` and under ``jit_compile``. Called
     with ``offset``, it rotates the new tokens of a decoder at positions
     ``offset .. offset + seq - 1``: token-by-token decoding equals the full
     pass. With ``scaling={"rope_type": "dynamic", ...}`` the frequencies
@@ -323,11 +338,10 @@ class RotaryEmbedding(keras.layers.Layer):
         check_rope_features(self.rotary_dim // 2, self.head_dim, name="q", what=what)
         self.layout = check_rope_layout(layout, what=what)
         self.max_len = check_positive_int("max_len", max_len, what=what)
+        self.dynamic = isinstance(scaling, dict) and scaling.get("rope_type") == "dynamic"
+        self._inv_freq, self.attention_factor = numpy_rotary.checked_frequencies(
+            self.rotary_dim, base, scaling, self.max_len if self.dynamic else None, what=what)
         self.scaling = None if scaling is None else dict(scaling)
-        self.dynamic = bool(scaling) and scaling.get("rope_type") == "dynamic"
-        self._inv_freq, self.attention_factor = numpy_rotary.rope_frequencies(
-            self.rotary_dim, base=base, scaling=scaling,
-            seq_len=self.max_len if self.dynamic else None)
         self.base = float(base)
         self._cos = self._sin = np.zeros((0, self.rotary_dim // 2), np.float32)
         self.built = True
@@ -346,9 +360,12 @@ class RotaryEmbedding(keras.layers.Layer):
         end = offset + seq
         if self._cos.shape[0] < end:
             size = max(self.max_len, 1 << (end - 1).bit_length())
-            angles = np.arange(size, dtype=np.float32)[:, None] * self._inv_freq
-            self._cos = (np.cos(angles) * np.float32(self.attention_factor)).astype(np.float32)
-            self._sin = (np.sin(angles) * np.float32(self.attention_factor)).astype(np.float32)
+            cos, sin = _angles(ops.arange(size, dtype="int32"), self._inv_freq,
+                               self.attention_factor)
+            try:   # the same ops as explicit positions, so the same bits
+                self._cos, self._sin = ops.convert_to_numpy(cos), ops.convert_to_numpy(sin)
+            except (NotImplementedError, TypeError, ValueError):   # traced: no value yet
+                return cos[offset:end], sin[offset:end]
         return (ops.convert_to_tensor(self._cos[offset:end]),
                 ops.convert_to_tensor(self._sin[offset:end]))
 

@@ -126,18 +126,38 @@ def _rotate_plain(x, cos, sin, layout):
 
 
 def _rotate_fused(x, cos, sin, layout):
-    """The rotation into one new tensor: ``mul`` then ``addcmul_`` per half."""
+    """The rotation into one new tensor, in as few passes over ``x`` as eager ops allow.
+
+    Interleaved float32/float64: one complex multiplication (``x`` read once, the output
+    written once). Otherwise ``x * cos`` in one pass over the pairs, then an ``addcmul_``
+    per member of each pair: 3 reads and 2 writes of ``x``'s size, and no ``rotate_half``
+    temporaries.
+    """
     n = cos.shape[-1]
-    out = torch.empty_like(x, memory_format=torch.contiguous_format)
-    x1, x2 = _pairs(x, n, layout)
-    o1, o2 = _pairs(out, n, layout)
-    torch.mul(x1, cos, out=o1)
-    o1.addcmul_(x2, sin, value=-1)
-    torch.mul(x2, cos, out=o2)
-    o2.addcmul_(x1, sin)
-    if 2 * n < x.shape[-1]:
+    rotated = x[..., :2 * n]
+    if 2 * n == x.shape[-1] and x.is_contiguous():
+        out = None
+    else:
+        out = torch.empty_like(x, memory_format=torch.contiguous_format)
         out[..., 2 * n:] = x[..., 2 * n:]
-    return out
+    if layout == "interleaved" and x.dtype in (torch.float32, torch.float64):
+        pairs = torch.view_as_complex(rotated.unflatten(-1, (n, 2)))
+        turn = torch.complex(cos, sin)
+        if out is None:
+            return torch.view_as_real(pairs * turn).flatten(-2)
+        torch.mul(pairs, turn, out=torch.view_as_complex(out[..., :2 * n].unflatten(-1, (n, 2))))
+        return out
+    split, axis = ((2, n), -2) if layout == "half" else ((n, 2), -1)
+    pairs = rotated.unflatten(-1, split)
+    if out is None:
+        turned = pairs * cos.unsqueeze(axis)
+    else:
+        turned = out[..., :2 * n].unflatten(-1, split)
+        torch.mul(pairs, cos.unsqueeze(axis), out=turned)
+    first, second = (turned.select(axis, i) for i in (0, 1))
+    first.addcmul_(pairs.select(axis, 1), sin, value=-1)
+    second.addcmul_(pairs.select(axis, 0), sin)
+    return turned.flatten(-2) if out is None else out
 
 
 class _Rotate(torch.autograd.Function):
@@ -364,12 +384,11 @@ class RotaryEmbedding(nn.Module):
         check_rope_features(self.rotary_dim // 2, self.head_dim, name="q", what=what)
         self.layout = check_rope_layout(layout, what=what)
         self.max_len = check_positive_int("max_len", max_len, what=what)
-        self.scaling = None if scaling is None else dict(scaling)
-        self.dynamic = bool(scaling) and scaling.get("rope_type") == "dynamic"
+        self.dynamic = isinstance(scaling, dict) and scaling.get("rope_type") == "dynamic"
         self.base = base
-        self._inv_freq, self.attention_factor = numpy_rotary.rope_frequencies(
-            self.rotary_dim, base=base, scaling=scaling,
-            seq_len=self.max_len if self.dynamic else None)
+        self._inv_freq, self.attention_factor = numpy_rotary.checked_frequencies(
+            self.rotary_dim, base, scaling, self.max_len if self.dynamic else None, what=what)
+        self.scaling = None if scaling is None else dict(scaling)
         self.base = float(base)
         self.register_buffer("_cos", torch.empty(0, self.rotary_dim // 2), persistent=False)
         self.register_buffer("_sin", torch.empty(0, self.rotary_dim // 2), persistent=False)
