@@ -4,7 +4,8 @@ float32 ``q`` and ``k`` of shape ``(4, 8, 2048, 64)`` (batch, heads, seq, head_d
 and forward+backward, all in one process so the ratios share the machine's state:
 * ``copy``: ``q.clone(), k.clone()``, the memory bound of an elementwise op;
 * ``posenc apply_rope``: :func:`posenc.torch.apply_rope` on ``q`` and on ``k`` (angles, cos
-  and sin computed in each call), and ``posenc RotaryEmbedding`` (cos and sin from its cache);
+  and sin computed in each call), ``posenc RotaryEmbedding`` (cos and sin from its cache), and
+  ``apply_rope`` with ``layout="interleaved"`` (one complex product);
 * ``HF``: ``LlamaRotaryEmbedding`` (cos/sin) then ``apply_rotary_pos_emb``, as Llama runs it;
 * ``straightforward``: the eager version many tutorials write (``einsum`` angles, the
   ``cat`` of the frequencies, ``rotate_half``, four temporaries), for context.
@@ -101,6 +102,9 @@ def torch_table(device: str) -> list[str]:
         "posenc apply_rope": lambda q, k: (pt.apply_rope(q, positions, inv_freq),
                                            pt.apply_rope(k, positions, inv_freq)),
         "posenc RotaryEmbedding": lambda q, k: module(q, k),
+        "posenc apply_rope interleaved": lambda q, k: (
+            pt.apply_rope(q, positions, inv_freq, layout="interleaved"),
+            pt.apply_rope(k, positions, inv_freq, layout="interleaved")),
         **({"HF cos/sin + apply_rotary_pos_emb": lambda q, k: hf(q, k, position_ids)}
            if hf else {}),
         "straightforward eager": lambda q, k: straightforward(q, k, positions, inv_freq),
@@ -109,7 +113,7 @@ def torch_table(device: str) -> list[str]:
     runs = {}
     for name, fn in methods.items():
         got = fn(q0, k0)
-        if name != "copy":
+        if name not in ("copy", "posenc apply_rope interleaved"):   # another layout
             diff = max((a - b).abs().max().item() for a, b in zip(got, want))
             assert diff < 1e-3, (name, diff)   # angles near 2047 rad: a float32 ulp is 1e-4
         q, k = (t.detach().clone().requires_grad_() for t in (q0, k0))

@@ -771,14 +771,18 @@ def check_relative_table(name: str, shape, rows: int, head_dim, *, what: str = "
 ROPE_LAYOUTS = ("half", "interleaved")
 
 
-def check_head_dim(head_dim, *, name: str = "head_dim", what: str = "") -> int:
-    """The number of rotated features: a positive even integer (they rotate in pairs)."""
+def check_head_dim(head_dim, *, name: str = "head_dim", multiple: int = 2,
+                   what: str = "") -> int:
+    """The number of rotated features: a positive integer, even (they rotate in pairs), or
+    a multiple of 4 for axial 2D RoPE (``multiple=4``: pairs for the rows and the columns)."""
     head_dim = check_positive_int(name, head_dim, what=what)
-    if head_dim % 2:
-        lower = head_dim - 1
-        raise _error(what, f"{name} must be even (RoPE rotates the features in pairs), "
-                           f"got {name}={head_dim}",
-                     f"use {name}={head_dim + 1}" + (f" or {name}={lower}" if lower else ""))
+    if head_dim % multiple:
+        lower = head_dim - head_dim % multiple
+        reason = ("must be even (RoPE rotates the features in pairs)" if multiple == 2 else
+                  f"must be a multiple of {multiple} (pairs of features for the rows and "
+                  "as many for the columns)")
+        raise _error(what, f"{name} {reason}, got {name}={head_dim}",
+                     f"use {name}={lower + multiple}" + (f" or {name}={lower}" if lower else ""))
     return head_dim
 
 

@@ -53,6 +53,7 @@ __all__ = [
     "rope_frequencies",
     "checked_frequencies",
     "layout_permutation",
+    "grid_positions",
 ]
 
 
@@ -211,3 +212,15 @@ def layout_permutation(head_dim: int, to: str) -> np.ndarray:
     if to == "half":
         return np.concatenate([np.arange(0, head_dim, 2), np.arange(1, head_dim, 2)])
     return np.stack([np.arange(half), np.arange(half) + half], axis=1).reshape(-1)
+
+
+def grid_positions(height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The row and the column of each patch of a row-major ``height x width`` grid
+    (axial 2D RoPE): two int32 arrays ``(height * width,)``.
+
+    Example:
+        >>> grid_positions(2, 3)
+        (array([0, 0, 0, 1, 1, 1], dtype=int32), array([0, 1, 2, 0, 1, 2], dtype=int32))
+    """
+    rows, cols = np.divmod(np.arange(height * width, dtype=np.int32), np.int32(width))
+    return rows, cols

@@ -104,6 +104,8 @@ CONTRACT = {
                         kw("layout", "half"), kw("rotary_dim", None), kw("max_len", 2048)],
     "apply_rope_2d": [p("x"), p("height"), p("width"), p("inv_freq"),
                       kw("layout", "half")],   # beyond the contract
+    "RotaryEmbedding2D": [p("head_dim"), p("grid"), kw("base", 10000.0),
+                          kw("layout", "half")],   # beyond the contract
 }
 
 # The contract's names that no face exports yet, with the signatures it states (None: a

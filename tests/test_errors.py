@@ -777,6 +777,16 @@ ROTARY = [
     row("apply_rope_2d-features", fn("apply_rope_2d", table(1, 12, 6), 3, 4, np.ones(2, np.float32)),
         "apply_rope_2d: inv_freq has 4 frequencies, which rotate 8 features, but x has only "
         "head_dim=6"),
+    row("RotaryEmbedding2D-head_dim=18", make("RotaryEmbedding2D", 18, (3, 4)),
+        "RotaryEmbedding2D: head_dim must be a multiple of 4 (pairs of features for the rows "
+        "and as many for the columns), got head_dim=18; use head_dim=20 or head_dim=16"),
+    row("RotaryEmbedding2D-grid", make("RotaryEmbedding2D", 16, (3, 0)),
+        "RotaryEmbedding2D: grid must be a (height, width) pair of positive integers, got "
+        "grid=(3, 0)"),
+    row("RotaryEmbedding2D-patches", lambda on: on.m.RotaryEmbedding2D(16, (3, 4))(
+        on.x(2, 10, 16), on.x(2, 10, 16)),
+        "RotaryEmbedding2D: positions must have shape (seq,) or (batch, seq) matching x's",
+        "got positions.shape=(12,) for x.shape=(2, 10, 16)"),
 ]
 
 ROWS = [*SINUSOIDAL, *LEARNED, *REGULARIZATION, *STRUCTURED, *COORDINATES_AND_GRAPHS, *BIAS,

@@ -130,12 +130,17 @@ CASES = [
          shape=(3, 10, 8), parity=ATTENTION_PARITY),
     # Rotary: x is q (and, features reversed, k) as (batch, seq, head_dim); the output is
     # q_rot + k_rot (harness.rotate_pair). A cache of 8 rows grows during the calls.
-    Case("rope_half_partial", "RotaryEmbedding", (16,), {"rotary_dim": 12, "max_len": 8},
+    Case("rotary_half_partial", "RotaryEmbedding", (16,), {"rotary_dim": 12, "max_len": 8},
          shape=(3, 10, 16), positions=integers(5000), rotary=True),
-    Case("rope_interleaved_yarn", "RotaryEmbedding", (16,),
+    Case("rotary_interleaved_yarn", "RotaryEmbedding", (16,),
          {"layout": "interleaved", "scaling": {"rope_type": "yarn", "factor": 4.0,
                                                "original_max_position_embeddings": 64}},
          shape=(2, 20, 16), positions=integers(100_000), rotary=True),
+    # Axial 2D: the sequence is a 3 x 4 grid of patches (so no empty sequence).
+    Case("rotary_2d", "RotaryEmbedding2D", (16, (3, 4)), shape=(2, 12, 16), rotary=True,
+         empty=False),
+    Case("rotary_2d_interleaved", "RotaryEmbedding2D", (24, (4, 5)),
+         {"base": 100.0, "layout": "interleaved"}, shape=(3, 20, 24), rotary=True, empty=False),
 ]
 
 ROWS = [pytest.param(c, id=c.id) for c in CASES]

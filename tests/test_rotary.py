@@ -9,6 +9,8 @@ import keras
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import posenc.keras as pk
 import posenc.torch as pt
@@ -94,6 +96,25 @@ def test_apply_rope_is_the_complex_rotation_with_partial_rotary(face, layout):
     np.testing.assert_array_equal(np32(got)[..., 12:], x[..., 12:])
 
 
+@settings(max_examples=25, deadline=None)
+@given(lead=st.lists(st.integers(1, 3), min_size=0, max_size=2), seq=st.integers(1, 9),
+       pairs=st.integers(1, 6), extra=st.integers(0, 3), layout=st.sampled_from(LAYOUTS),
+       batched=st.booleans(), seed=st.integers(0, 1000))
+def test_any_shape_in_both_faces(lead, seq, pairs, extra, layout, batched, seed):
+    """Leading axes, lengths, partial rotary, layouts and (batch, seq) positions: both faces
+    equal the complex rotation."""
+    rng = np.random.default_rng(seed)
+    batch = 2
+    x = rng.normal(size=(batch, *lead, seq, 2 * pairs + 2 * extra)).astype(np.float32)
+    inv_freq, _ = rotary.rope_frequencies(2 * pairs, base=float(rng.uniform(2.0, 1e4)))
+    positions = rng.integers(0, 5000, size=(batch, seq) if batched else (seq,))
+    want = np.stack([rope_np(x[b], positions[b] if batched else positions, inv_freq, layout)
+                     for b in range(batch)])
+    for face, m in FACES.items():
+        got = m.apply_rope(tensor(face, x), tensor(face, positions), inv_freq, layout=layout)
+        np.testing.assert_allclose(np32(got), want, rtol=1e-4, atol=5e-4, err_msg=face)
+
+
 @pytest.mark.parametrize("face", FACES)
 def test_batched_and_float_positions(face):
     x, _ = qk()
@@ -135,6 +156,41 @@ def test_torch_gradient_is_the_inverse_rotation():
                                                          layout=layout), (x.requires_grad_(),))
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_torch_non_contiguous_inputs(layout):
+    """q as attention code makes it: a (batch, seq, heads, head_dim) projection transposed,
+    or every other feature of a wider tensor; the gradient is the inverse rotation."""
+    x = np.random.default_rng(5).normal(size=(2, 12, 3, 33)).astype(np.float32)
+    g = np.random.default_rng(6).normal(size=(2, 3, 12, 16)).astype(np.float32)
+    inv_freq, _ = rotary.rope_frequencies(12)
+    for pick in (lambda t: t[..., :16].transpose(1, 2), lambda t: t.transpose(1, 2)[..., 1::2]):
+        leaf = torch.tensor(x, requires_grad=True)
+        view = pick(leaf)
+        assert not view.is_contiguous()
+        got = pt.apply_rope(view, torch.arange(12), inv_freq, layout=layout)
+        want = rope_np(view.detach().numpy(), np.arange(12), inv_freq, layout)
+        np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-5, atol=2e-5)
+        got.backward(torch.as_tensor(g))
+        np.testing.assert_allclose(pick(leaf.grad).numpy(),
+                                   rope_np(g, -np.arange(12), inv_freq, layout),
+                                   rtol=1e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_torch_compile_fullgraph_of_the_functions(layout):
+    torch._dynamo.reset()
+    x = torch.as_tensor(qk(shape=(2, 3, 12, 16))[0])
+    positions = torch.arange(5, 17)
+    inv_freq = torch.as_tensor(rotary.rope_frequencies(12)[0])
+
+    def both(x, positions):
+        return (pt.apply_rope(x, positions, inv_freq, layout=layout),
+                pt.apply_rope_2d(x, 3, 4, inv_freq[:4], layout=layout))
+    compiled = torch.compile(both, fullgraph=True, backend="eager")
+    for got, want in zip(compiled(x, positions), both(x, positions)):
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
 # --------------------------------------------------------------------------- the module
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -155,6 +211,35 @@ def test_token_by_token_with_offsets_equals_the_full_pass(face, layout):
     np.testing.assert_allclose(full_q, np32(FACES[face].apply_rope(
         tensor(face, q), tensor(face, np.arange(40)), inv_freq, layout=layout)),
         rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_dynamic_module_follows_the_length_of_each_call(face):
+    scaling = {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 16}
+    q, k = qk(shape=(2, 3, 40, 16))
+    rope = FACES[face].RotaryEmbedding(16, scaling=scaling)
+    for offset, seq in ((0, 10), (0, 40), (30, 10)):
+        inv_freq, _ = rotary.rope_frequencies(16, scaling=scaling, seq_len=offset + seq)
+        got = rope(tensor(face, q[:, :, :seq]), tensor(face, k[:, :, :seq]), offset=offset)[0]
+        want = rope_np(q[:, :, :seq], np.arange(offset, offset + seq), inv_freq, "half")
+        np.testing.assert_allclose(np32(got), want, rtol=1e-5, atol=2e-5)
+    short, _ = rotary.rope_frequencies(16)
+    assert not np.allclose(rotary.rope_frequencies(16, scaling=scaling, seq_len=40)[0], short)
+
+
+def test_keras_cache_past_its_end_inside_a_traced_function():
+    """Traced, the layer computes the rows it lacks (no value to store); eager, it grows."""
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("a tf.function trace")
+    import tensorflow as tf
+    q, _ = qk(shape=(2, 3, 10, 16))
+    rope = pk.RotaryEmbedding(16, max_len=4)
+    traced = tf.function(lambda t: rope(t, t, offset=3)[0], jit_compile=True)
+    want = np32(pk.RotaryEmbedding(16)(q, q, offset=3)[0])
+    np.testing.assert_allclose(np32(traced(q)), want, rtol=1e-6, atol=1e-6)
+    assert rope._cos.shape[0] == 0
+    np.testing.assert_array_equal(np32(rope(q, q, offset=3)[0]), want)
+    assert rope._cos.shape[0] == 16
 
 
 @pytest.mark.parametrize("face", FACES)
@@ -226,6 +311,19 @@ def test_axial_2d_scores_depend_only_on_the_2d_offset(face):
     assert s[0, 0, 1, 2] != pytest.approx(s[0, 0, 2, 1], rel=1e-3)
     rows = rope_np(q[:, :8], np.arange(20) // width, inv_freq, "half")
     np.testing.assert_allclose(qr[:, :8], rows, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("face", FACES)
+def test_rotary_embedding_2d_is_apply_rope_2d_on_q_and_k(face, layout):
+    q, k = qk(shape=(2, 3, 20, 16))
+    m = FACES[face]
+    q_rot, k_rot = m.RotaryEmbedding2D(16, (4, 5), base=50.0, layout=layout)(
+        tensor(face, q), tensor(face, k))
+    inv_freq, _ = rotary.rope_frequencies(8, base=50.0)
+    for got, x in ((q_rot, q), (k_rot, k)):
+        np.testing.assert_array_equal(np32(got), np32(m.apply_rope_2d(
+            tensor(face, x), 4, 5, inv_freq, layout=layout)))
 
 
 # --------------------------------------------------------------------------- precision

@@ -26,6 +26,7 @@ from keras import ops
 from posenc import rotary as numpy_rotary
 from posenc._checks import (
     check_float,
+    check_hw,
     check_head_dim,
     check_int,
     check_positive_int,
@@ -43,6 +44,7 @@ __all__ = [
     "convert_rope_layout",
     "RotaryEmbedding",
     "apply_rope_2d",
+    "RotaryEmbedding2D",
 ]
 
 
@@ -228,16 +230,21 @@ def apply_rope_2d(x, height: int, width: int, inv_freq, *, layout: str = "half")
     what = "apply_rope_2d"
     height = check_positive_int("height", height, what=what)
     width = check_positive_int("width", width, what=what)
-    inv_freq = _inv_freq(inv_freq, what)
-    x = ops.convert_to_tensor(x)
+    return _rope_2d(ops.convert_to_tensor(x), height, width, _inv_freq(inv_freq, what), layout,
+                    what=what)
+
+
+def _rope_2d(x, height: int, width: int, inv_freq, layout: str, *, what: str, dtype=None):
+    """Rows on the first ``2n`` features, columns on the next ``2n``; the rest unchanged."""
     n = inv_freq.shape[0]
     _check_x(x, 2 * n, name="x", what=what)
     check_rope_positions((height * width,), x.shape, name="x", what=what)
-    rows, cols = (a.astype(np.int32) for a in np.divmod(np.arange(height * width), width))
-    parts = [apply_rope(x[..., :2 * n], rows, inv_freq, layout=layout),
-             apply_rope(x[..., 2 * n:4 * n], cols, inv_freq, layout=layout)]
+    rows, cols = numpy_rotary.grid_positions(height, width)
+    dtype = dtype or dtype_of(x)
+    parts = [_rotate(x[..., :2 * n], *_angles(rows, inv_freq, 1.0), layout, dtype),
+             _rotate(x[..., 2 * n:4 * n], *_angles(cols, inv_freq, 1.0), layout, dtype)]
     if 4 * n < x.shape[-1]:
-        parts.append(x[..., 4 * n:])
+        parts.append(ops.cast(x[..., 4 * n:], dtype))
     return ops.concatenate(parts, axis=-1)
 
 
@@ -403,4 +410,63 @@ class RotaryEmbedding(keras.layers.Layer):
         config.update({"head_dim": self.head_dim, "base": self.base, "scaling": self.scaling,
                        "layout": self.layout, "rotary_dim": self.rotary_dim,
                        "max_len": self.max_len})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="posenc")
+class RotaryEmbedding2D(keras.layers.Layer):
+    """Axial 2D RoPE for the patches of an image: rotates ``q`` and ``k`` by row and column.
+
+    The first half of each head's features turns with the patch's row, the
+    second half with its column (:func:`apply_rope_2d` with
+    ``rope_frequencies(head_dim // 2)``), so a score depends only on the 2D
+    offset between two patches. The grid is fixed; no weights.
+
+    Args:
+        head_dim: features per head, a multiple of 4.
+        grid: ``(height, width)`` of the row-major grid of patches.
+        base: the wavelength base; default 10000.0.
+        layout: ``"half"`` (default) or ``"interleaved"``, within each axis' half.
+
+    Call arguments:
+        q: ``(batch, heads, height * width, head_dim)`` (any ``(..., height * width, head_dim)``).
+        k: the keys, of the same layout.
+
+    Returns:
+        ``(q_rot, k_rot)`` of the shapes of ``q`` and ``k``, in the compute dtype.
+
+    Example:
+        >>> rope = RotaryEmbedding2D(32, (6, 7))
+        >>> q = k = keras.random.normal((2, 4, 42, 32))
+        >>> tuple(rope(q, k)[0].shape)
+        (2, 4, 42, 32)
+
+    References:
+        Heo et al., "Rotary Position Embedding for Vision Transformer", ECCV 2024.
+    """
+
+    def __init__(self, head_dim: int, grid, *, base: float = 10000.0, layout: str = "half",
+                 **kwargs):
+        super().__init__(**kwargs)
+        what = "RotaryEmbedding2D"
+        self.head_dim = check_head_dim(head_dim, multiple=4, what=what)
+        self.grid = check_hw("grid", grid, what=what)
+        self.layout = check_rope_layout(layout, what=what)
+        self._inv_freq, _ = numpy_rotary.checked_frequencies(self.head_dim // 2, base, None,
+                                                             None, what=what)
+        self.base = float(base)
+        self.built = True
+
+    def call(self, q, k):
+        what = type(self).__name__
+        return tuple(_rope_2d(t, *self.grid, self._inv_freq, self.layout, what=what,
+                              dtype=self.compute_dtype) for t in (q, k))
+
+    def compute_output_shape(self, q_shape, k_shape=None):
+        return tuple(q_shape), tuple(q_shape if k_shape is None else k_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"head_dim": self.head_dim, "grid": list(self.grid), "base": self.base,
+                       "layout": self.layout})
         return config

@@ -28,6 +28,11 @@ faces ``posenc/torch/<family>.py`` and ``posenc/keras/<family>.py``.
 * ``shaw.py``: :func:`shaw_relative_index`, :func:`shaw_attention` (``method="naive"`` or
   ``"skew"``, the registry ``posenc.shaw.SHAW_METHODS``), :func:`windowed_attention`,
   :class:`ShawRelativeAttention` (index maps and query blocks in ``posenc/shaw.py``).
+* ``rotary.py``: :func:`rope_frequencies` (the scalings are the registry
+  ``posenc.rotary.ROPE_SCALINGS``), :func:`apply_rope`, :func:`convert_rope_layout`,
+  :class:`RotaryEmbedding` (called as ``rope(q, k, offset=0, positions=None)``),
+  :func:`apply_rope_2d`, :class:`RotaryEmbedding2D` (frequencies and layouts in
+  ``posenc/rotary.py``).
 * ``tasks.py`` (import it as ``posenc.torch.tasks``; not re-exported here):
   ``LagModel``, ``lag_loss``, ``train_lag``, ``accuracy_by_position``: the small task the
   chapters train on (data and analysis helpers in ``posenc/tasks.py``).

@@ -13,9 +13,10 @@ rotates a tensor ``(..., seq, head_dim)``, :class:`RotaryEmbedding` rotates
 Precision: the angles are computed in float32 with autocast off
 (``torch.outer``, never a bfloat16 ``einsum``), then cos and sin are cast to
 ``x``'s dtype: bfloat16 positions near 65,536 would be 256 apart. Speed: in
-eager mode the rotation writes its output once per half with ``mul`` and
-``addcmul_`` (no ``rotate_half`` copy), and its backward is the same kernel
-with the angle negated; under ``torch.compile`` a plain formula is traced.
+eager mode the interleaved layout is one complex product, the half layout
+``x * cos`` then one ``addcmul_`` per half (no ``rotate_half`` copies), and
+the backward is the same rotation with the angle negated; under
+``torch.compile`` a plain formula is traced.
 
 The frequencies and their registry are in ``posenc/rotary.py``, the checks in
 ``posenc/_checks.py``; the Keras face mirrors this module name for name.
@@ -29,7 +30,9 @@ from torch import nn
 
 from posenc import rotary as numpy_rotary
 from posenc._checks import (
+    check_float,
     check_head_dim,
+    check_hw,
     check_int,
     check_positive_int,
     check_rank,
@@ -37,7 +40,6 @@ from posenc._checks import (
     check_rope_layout,
     check_rope_positions,
     check_rope_weight,
-    check_float,
 )
 from posenc.torch._util import as_positions, is_compiling
 
@@ -47,6 +49,7 @@ __all__ = [
     "convert_rope_layout",
     "RotaryEmbedding",
     "apply_rope_2d",
+    "RotaryEmbedding2D",
 ]
 
 
@@ -140,7 +143,9 @@ def _rotate_fused(x, cos, sin, layout):
     else:
         out = torch.empty_like(x, memory_format=torch.contiguous_format)
         out[..., 2 * n:] = x[..., 2 * n:]
-    if layout == "interleaved" and x.dtype in (torch.float32, torch.float64):
+    if (layout == "interleaved" and x.dtype in (torch.float32, torch.float64)
+            and x.stride(-1) == 1 and x.storage_offset() % 2 == 0
+            and all(s % 2 == 0 for s in x.stride()[:-1])):
         pairs = torch.view_as_complex(rotated.unflatten(-1, (n, 2)))
         turn = torch.complex(cos, sin)
         if out is None:
@@ -283,12 +288,16 @@ def apply_rope_2d(x: torch.Tensor, height: int, width: int, inv_freq, *,
     what = "apply_rope_2d"
     height = check_positive_int("height", height, what=what)
     width = check_positive_int("width", width, what=what)
-    inv_freq = _inv_freq(inv_freq, what)
+    return _rope_2d(x, height, width, _inv_freq(inv_freq, what), layout, what=what)
+
+
+def _rope_2d(x, height: int, width: int, inv_freq: torch.Tensor, layout: str, *, what: str):
+    """Rows on the first ``2n`` features, columns on the next ``2n``; the rest unchanged."""
     n = inv_freq.shape[0]
     _check_x(x, 2 * n, name="x", what=what)
     check_rope_positions((height * width,), x.shape, name="x", what=what)
     rows, cols = (torch.as_tensor(a, device=x.device)
-                  for a in np.divmod(np.arange(height * width), width))
+                  for a in numpy_rotary.grid_positions(height, width))
     parts = [apply_rope(x[..., :2 * n], rows, inv_freq, layout=layout),
              apply_rope(x[..., 2 * n:4 * n], cols, inv_freq, layout=layout)]
     return torch.cat(parts + ([x[..., 4 * n:]] if 4 * n < x.shape[-1] else []), -1)
@@ -437,3 +446,55 @@ class RotaryEmbedding(nn.Module):
             cos, sin = _angles(positions, self._frequencies(length), self.attention_factor)
             qc, kc = _batched(cos, sin, positions, q), _batched(cos, sin, positions, k)
         return _rotate(q, *qc, self.layout), _rotate(k, *kc, self.layout)
+
+
+class RotaryEmbedding2D(nn.Module):
+    """Axial 2D RoPE for the patches of an image: rotates ``q`` and ``k`` by row and column.
+
+    The first half of each head's features turns with the patch's row, the
+    second half with its column (:func:`apply_rope_2d` with
+    ``rope_frequencies(head_dim // 2)``), so a score depends only on the 2D
+    offset between two patches. The grid is fixed; no weights.
+
+    Args:
+        head_dim: features per head, a multiple of 4.
+        grid: ``(height, width)`` of the row-major grid of patches.
+        base: the wavelength base; default 10000.0.
+        layout: ``"half"`` (default) or ``"interleaved"``, within each axis' half.
+
+    Call arguments:
+        q: ``(batch, heads, height * width, head_dim)`` (any ``(..., height * width, head_dim)``).
+        k: the keys, of the same layout.
+
+    Returns:
+        ``(q_rot, k_rot)`` of the shapes and dtypes of ``q`` and ``k``.
+
+    Example:
+        >>> rope = RotaryEmbedding2D(32, (6, 7))
+        >>> q = k = torch.randn(2, 4, 42, 32)
+        >>> rope(q, k)[0].shape
+        torch.Size([2, 4, 42, 32])
+
+    References:
+        Heo et al., "Rotary Position Embedding for Vision Transformer", ECCV 2024.
+    """
+
+    def __init__(self, head_dim: int, grid, *, base: float = 10000.0, layout: str = "half"):
+        super().__init__()
+        what = "RotaryEmbedding2D"
+        self.head_dim = check_head_dim(head_dim, multiple=4, what=what)
+        self.grid = check_hw("grid", grid, what=what)
+        self.layout = check_rope_layout(layout, what=what)
+        self._inv_freq, _ = numpy_rotary.checked_frequencies(self.head_dim // 2, base, None,
+                                                             None, what=what)
+        self.base = float(base)
+        self.register_buffer("_anchor", torch.empty(0), persistent=False)
+
+    def extra_repr(self) -> str:
+        return (f"head_dim={self.head_dim}, grid={self.grid}, base={self.base}, "
+                f"layout={self.layout!r}")
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor):
+        inv_freq = torch.as_tensor(self._inv_freq, device=self._anchor.device)
+        what = type(self).__name__
+        return tuple(_rope_2d(t, *self.grid, inv_freq, self.layout, what=what) for t in (q, k))
