@@ -851,6 +851,16 @@ def check_rope_features(num_freq, head_dim, *, name: str = "x", what: str = "") 
                      f"(rope_frequencies({head_dim - head_dim % 2}))")
 
 
+def check_rope_width(name: str, shape, head_dim: int, *, what: str = "") -> None:
+    """A layer's ``q`` or ``k`` is ``(..., seq, head_dim)`` with the layer's ``head_dim``."""
+    shape = tuple(shape)
+    if len(shape) >= 2 and shape[-1] is not None and shape[-1] != head_dim:
+        raise _error(what, f"{name} must be (..., seq, head_dim) with head_dim={head_dim}, got "
+                           f"{name}.shape={shape}",
+                     f"build the layer with head_dim={shape[-1]}, or split the heads first "
+                     "(batch, heads, seq, head_dim)")
+
+
 def check_rope_positions(shape, x_shape, *, name: str = "x", what: str = "") -> None:
     """Positions ``(seq,)`` or ``(batch, seq)`` for ``x`` ``(batch, ..., seq, head_dim)``:
     ``batch`` is ``x``'s first axis (or 1); ``None`` sizes pass."""

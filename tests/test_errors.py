@@ -777,6 +777,16 @@ ROTARY = [
     row("apply_rope_2d-features", fn("apply_rope_2d", table(1, 12, 6), 3, 4, np.ones(2, np.float32)),
         "apply_rope_2d: inv_freq has 4 frequencies, which rotate 8 features, but x has only "
         "head_dim=6"),
+    row("RotaryEmbedding-q-width", rope((8,), (2, 3, 5, 16)),
+        "RotaryEmbedding: q must be (..., seq, head_dim) with head_dim=8, got "
+        "q.shape=(2, 3, 5, 16); build the layer with head_dim=16, or split the heads first"),
+    row("RotaryEmbedding-k-width", rope((8,), (2, 3, 5, 8), (2, 3, 5, 6)),
+        "RotaryEmbedding: k must be (..., seq, head_dim) with head_dim=8, got "
+        "k.shape=(2, 3, 5, 6)"),
+    row("RotaryEmbedding2D-q-width", lambda on: on.m.RotaryEmbedding2D(16, (3, 4))(
+        on.x(2, 12, 32), on.x(2, 12, 32)),
+        "RotaryEmbedding2D: q must be (..., seq, head_dim) with head_dim=16, got "
+        "q.shape=(2, 12, 32)"),
     row("RotaryEmbedding2D-head_dim=18", make("RotaryEmbedding2D", 18, (3, 4)),
         "RotaryEmbedding2D: head_dim must be a multiple of 4 (pairs of features for the rows "
         "and as many for the columns), got head_dim=18; use head_dim=20 or head_dim=16"),

@@ -35,6 +35,7 @@ from posenc._checks import (
     check_rope_layout,
     check_rope_positions,
     check_rope_weight,
+    check_rope_width,
 )
 from posenc.keras._util import as_positions, dtype_of
 
@@ -380,6 +381,7 @@ class RotaryEmbedding(keras.layers.Layer):
         what = type(self).__name__
         n = self.rotary_dim // 2
         for name, t in (("q", q), ("k", k)):
+            check_rope_width(name, t.shape, self.head_dim, what=what)
             _check_x(t, n, name=name, what=what)
         offset = check_int("offset", offset, minimum=0, what=what,
                            fix="pass the number of cached tokens before q")
@@ -459,6 +461,10 @@ class RotaryEmbedding2D(keras.layers.Layer):
 
     def call(self, q, k):
         what = type(self).__name__
+        for name, t in (("q", q), ("k", k)):
+            check_rank(name, t.shape, tuple(range(2, 9)), what=what,
+                       fix=f"lay {name} out as (batch, heads, seq, head_dim)")
+            check_rope_width(name, t.shape, self.head_dim, what=what)
         return tuple(_rope_2d(t, *self.grid, self._inv_freq, self.layout, what=what,
                               dtype=self.compute_dtype) for t in (q, k))
 

@@ -40,6 +40,7 @@ from posenc._checks import (
     check_rope_layout,
     check_rope_positions,
     check_rope_weight,
+    check_rope_width,
 )
 from posenc.torch._util import as_positions, is_compiling
 
@@ -431,6 +432,7 @@ class RotaryEmbedding(nn.Module):
         what = type(self).__name__
         n = self.rotary_dim // 2
         for name, t in (("q", q), ("k", k)):
+            check_rope_width(name, t.shape, self.head_dim, what=what)
             _check_x(t, n, name=name, what=what)
         offset = check_int("offset", offset, minimum=0, what=what,
                            fix="pass the number of cached tokens before q")
@@ -497,4 +499,8 @@ class RotaryEmbedding2D(nn.Module):
     def forward(self, q: torch.Tensor, k: torch.Tensor):
         inv_freq = torch.as_tensor(self._inv_freq, device=self._anchor.device)
         what = type(self).__name__
+        for name, t in (("q", q), ("k", k)):
+            check_rank(name, t.shape, tuple(range(2, 9)), what=what,
+                       fix=f"lay {name} out as (batch, heads, seq, head_dim)")
+            check_rope_width(name, t.shape, self.head_dim, what=what)
         return tuple(_rope_2d(t, *self.grid, inv_freq, self.layout, what=what) for t in (q, k))
