@@ -533,3 +533,105 @@ def test_chapter9_attention_scratch_causal_ignores_the_future():
         before, after = run(x), run(changed)
         np.testing.assert_allclose(before[:, :6], after[:, :6], atol=1e-6)
         assert np.abs(before[:, 6:] - after[:, 6:]).max() > 1e-3
+
+
+# Chapter 7
+
+
+def _rope_inputs(seed=0, shape=(2, 3, 11, 16)):
+    x = np.random.default_rng(seed).normal(size=shape).astype(np.float32)
+    return x, np.arange(shape[-2])
+
+
+@pytest.mark.parametrize("head_dim,base", [(2, 10000.0), (16, 10000.0), (64, 500000.0)])
+def test_chapter7_rope_inv_freq_scratch_equals_the_package(head_dim, base):
+    want = pt.rope_frequencies(head_dim, base=base)[0].numpy()
+    np.testing.assert_allclose(st.rope_inv_freq(head_dim, base).numpy(), want, rtol=1e-6)
+    np.testing.assert_allclose(np32(sk.rope_inv_freq(head_dim, base)), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("scratch,layout", [("rope_complex", "interleaved"), ("rope_half", "half")])
+@pytest.mark.parametrize("shape", [(11, 2), (2, 3, 11, 16), (1, 40, 64)])
+def test_chapter7_rope_scratch_equals_the_package(scratch, layout, shape):
+    x, positions = _rope_inputs(shape=shape)
+    head_dim = shape[-1]
+    want = pt.apply_rope(torch.from_numpy(x), torch.from_numpy(positions),
+                         pt.rope_frequencies(head_dim)[0], layout=layout).numpy()
+    got_t = getattr(st, scratch)(torch.from_numpy(x), torch.from_numpy(positions),
+                                 st.rope_inv_freq(head_dim))
+    got_k = getattr(sk, scratch)(x, positions, sk.rope_inv_freq(head_dim))
+    np.testing.assert_allclose(got_t.numpy(), want, atol=2e-5, rtol=1e-5)
+    np.testing.assert_allclose(np32(got_k), want, atol=2e-5, rtol=1e-5)
+    want_k = pk.apply_rope(x, positions, pk.rope_frequencies(head_dim)[0], layout=layout)
+    np.testing.assert_allclose(np32(got_k), np32(want_k), atol=2e-5, rtol=1e-5)
+    # a rotation: every token keeps its norm
+    np.testing.assert_allclose(np.linalg.norm(got_t.numpy(), axis=-1),
+                               np.linalg.norm(x, axis=-1), rtol=1e-5)
+
+
+@pytest.mark.parametrize("position", [0, 1, 7, 1000])
+def test_chapter7_rope_matrix_is_the_interleaved_rotation(position):
+    head_dim = 16
+    x, _ = _rope_inputs(shape=(5, head_dim))
+    inv_t, inv_k = st.rope_inv_freq(head_dim), sk.rope_inv_freq(head_dim)
+    r_t, r_k = st.rope_matrix(position, inv_t), sk.rope_matrix(position, inv_k)
+    np.testing.assert_allclose(np32(r_k), r_t.numpy(), atol=1e-6)
+    np.testing.assert_allclose(r_t.numpy() @ r_t.numpy().T, np.eye(head_dim), atol=1e-5)
+    want = pt.apply_rope(torch.from_numpy(x), torch.full((5,), position),
+                         pt.rope_frequencies(head_dim)[0], layout="interleaved").numpy()
+    np.testing.assert_allclose(x @ r_t.numpy().T, want, atol=1e-4)
+    # block i sits on rows and columns 2i, 2i+1 and nowhere else
+    mask = np.kron(np.eye(head_dim // 2), np.ones((2, 2))) == 0
+    assert np.all(r_t.numpy()[mask] == 0)
+
+
+# Chapter 8
+
+
+_L = 2048
+
+
+@pytest.mark.parametrize("head_dim,base,factor", [(64, 10000.0, 4.0), (128, 500000.0, 8.0)])
+def test_chapter8_ntk_and_dynamic_scratch_equal_the_package(head_dim, base, factor):
+    want = pt.rope_frequencies(head_dim, base=base,
+                               scaling={"rope_type": "ntk", "factor": factor})[0].numpy()
+    for face in (st, sk):
+        np.testing.assert_allclose(np32(face.ntk_inv_freq(head_dim, base, factor)), want,
+                                   rtol=1e-5)
+    # the slowest pair is exactly interpolated by factor, the fastest is kept
+    default = pt.rope_frequencies(head_dim, base=base)[0].numpy()
+    np.testing.assert_allclose(want[-1], default[-1] / factor, rtol=1e-5)
+    assert want[0] == default[0] == 1.0
+    scaling = {"rope_type": "dynamic", "factor": factor, "original_max_position_embeddings": _L}
+    for seq_len in (100, _L, 3 * _L, 10 * _L):
+        want = pt.rope_frequencies(head_dim, base=base, scaling=scaling, seq_len=seq_len)[0]
+        for face in (st, sk):
+            got = face.dynamic_inv_freq(head_dim, base, factor, seq_len, _L)
+            np.testing.assert_allclose(np32(got), want.numpy(), rtol=1e-5)
+        if seq_len <= _L:
+            np.testing.assert_allclose(want.numpy(), default, rtol=1e-6)
+
+
+@pytest.mark.parametrize("head_dim,base,factor,beta", [(64, 10000.0, 4.0, (32.0, 1.0)),
+                                                       (128, 10000.0, 16.0, (32.0, 1.0)),
+                                                       (128, 500000.0, 8.0, (16.0, 2.0))])
+def test_chapter8_yarn_scratch_equals_the_package(head_dim, base, factor, beta):
+    scaling = {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": _L,
+               "beta_fast": beta[0], "beta_slow": beta[1]}
+    want, want_factor = pt.rope_frequencies(head_dim, base=base, scaling=scaling)
+    for face in (st, sk):
+        got, got_factor = face.yarn_inv_freq(head_dim, base, factor, _L, *beta)
+        np.testing.assert_allclose(np32(got), want.numpy(), rtol=1e-5)
+        assert math.isclose(got_factor, want_factor, rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("head_dim,base,factor,low,high", [(64, 10000.0, 4.0, 1.0, 4.0),
+                                                           (128, 500000.0, 8.0, 1.0, 4.0),
+                                                           (128, 10000.0, 8.0, 2.0, 8.0)])
+def test_chapter8_llama3_scratch_equals_the_package(head_dim, base, factor, low, high):
+    scaling = {"rope_type": "llama3", "factor": factor, "original_max_position_embeddings": _L,
+               "low_freq_factor": low, "high_freq_factor": high}
+    want = pt.rope_frequencies(head_dim, base=base, scaling=scaling)[0].numpy()
+    for face in (st, sk):
+        got = face.llama3_inv_freq(head_dim, base, factor, _L, low, high)
+        np.testing.assert_allclose(np32(got), want, rtol=1e-5)

@@ -235,3 +235,22 @@ def test_keras_step_losses_are_each_batchs_loss():
                                 start)
     batch = tasks.lag_tokens(16, SEQ, vocab=VOCAB, seed=0)
     assert losses[0] == pytest.approx(float(kt.lag_loss(fresh, batch, lag=LAG)), rel=1e-5)
+
+
+# ---- a rotary LagModel ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("scaling", [None, {"rope_type": "linear", "factor": 4.0}])
+def test_rope_lag_model_same_logits_in_both_faces(scaling):
+    torch.manual_seed(0)
+    model_t = tt.LagModel(None, vocab=VOCAB, dim=DIM, rope=pt.RotaryEmbedding(DIM, scaling=scaling))
+    model_k = kt.LagModel(None, vocab=VOCAB, dim=DIM, rope=pk.RotaryEmbedding(DIM, scaling=scaling))
+    kt.load_lag_weights(model_k, tt.lag_weights(model_t))
+    assert set(tt.lag_weights(model_t)) == set(tt.lag_weights(tt.LagModel(None, vocab=VOCAB,
+                                                                            dim=DIM)))
+    tokens = tasks.lag_tokens(3, SEQ, vocab=VOCAB, seed=5)
+    logits_t = model_t.eval()(torch.from_numpy(tokens)).detach().numpy()
+    logits_k = keras.ops.convert_to_numpy(model_k(tokens.astype("int32"), training=False))
+    np.testing.assert_allclose(logits_k, logits_t, atol=2e-5)
+    # the rotation acts: the same weights without it give other logits
+    plain = tt.load_lag_weights(tt.LagModel(None, vocab=VOCAB, dim=DIM), tt.lag_weights(model_t))
+    assert np.abs(plain.eval()(torch.from_numpy(tokens)).detach().numpy() - logits_t).max() > 1e-3

@@ -31,7 +31,8 @@ class LagModel(keras.Model):
     (``softmax(q k^T / sqrt(dim)) v``, no output projection) and a linear readout to
     ``vocab`` logits. Dropout acts on the sum of embedding and encoding, as in Vaswani et al.,
     section 5.4. With ``position=None`` the model has no encoding at all: only the causal mask
-    tells the positions apart. The PyTorch twin is :class:`posenc.torch.tasks.LagModel`.
+    tells the positions apart. A ``rope`` rotates the queries and keys before the scores
+    (rotary embeddings). The PyTorch twin is :class:`posenc.torch.tasks.LagModel`.
 
     Args:
         position: any posenc encoding layer that maps ``(batch, seq, dim)`` embeddings to
@@ -43,6 +44,10 @@ class LagModel(keras.Model):
         dropout: dropout rate on ``embedding + encoding`` during training. Default ``0.0``.
         embed_std: standard deviation of the initial token table (a normal distribution).
             Default ``1.0``.
+        rope: a layer that maps queries and keys ``(batch, 1, seq, dim)`` to rotated ones,
+            ``rope(q, k) -> (q, k)`` (a ``RotaryEmbedding(dim)``), or ``None``. It has no
+            weights, so it can be swapped after training (a scaled ``RotaryEmbedding``).
+            Default ``None``.
         **kwargs: other ``keras.Model`` arguments (``name``).
 
     Call arguments:
@@ -60,7 +65,7 @@ class LagModel(keras.Model):
     """
 
     def __init__(self, position, *, vocab: int, dim: int, embed_scale: bool = False,
-                 dropout: float = 0.0, embed_std: float = 1.0, **kwargs):
+                 dropout: float = 0.0, embed_std: float = 1.0, rope=None, **kwargs):
         super().__init__(**kwargs)
         self.vocab, self.dim, self.embed_std, rate = check_lag_model(
             vocab, dim, embed_std, dropout)
@@ -74,6 +79,7 @@ class LagModel(keras.Model):
         self.key = keras.layers.Dense(self.dim, use_bias=False, name="key")
         self.value = keras.layers.Dense(self.dim, use_bias=False, name="value")
         self.readout = keras.layers.Dense(self.vocab, name="readout")
+        self.rope = rope
 
     def call(self, tokens, training=None):
         h = self.embed(tokens)
@@ -83,6 +89,8 @@ class LagModel(keras.Model):
             h = self.position(h)
         h = self.dropout(h, training=training)
         q, k, v = self.query(h), self.key(h), self.value(h)
+        if self.rope is not None:                               # one head: (batch, 1, seq, dim)
+            q, k = (t[:, 0] for t in self.rope(q[:, None], k[:, None]))
         scores = ops.matmul(q, ops.swapaxes(k, -1, -2)) / math.sqrt(self.dim)
         seq = ops.shape(scores)[-1]
         causal = ops.tril(ops.ones((seq, seq), dtype="bool"))     # key j <= query i

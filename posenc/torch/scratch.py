@@ -165,6 +165,74 @@ def alibi_bias(num_heads, q_len, k_len, causal=True):
     return -alibi_slopes(num_heads)[:, None, None] * distance
 
 
+# Chapter 7
+
+
+def rope_inv_freq(head_dim, base=10000.0):
+    """RoPE's frequencies theta_i = base^(-2i/head_dim), i = 0 .. head_dim/2 - 1, in float32."""
+    return 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+
+
+def rope_matrix(position, inv_freq):
+    """R(m), the (d, d) block-diagonal matrix of 2x2 rotations by m theta_i on pairs (2i, 2i+1)."""
+    angle = position * inv_freq                                 # (d/2,)
+    cos, sin = angle.cos(), angle.sin()
+    blocks = torch.stack((cos, -sin, sin, cos), dim=-1).reshape(-1, 2, 2)
+    n = len(inv_freq)                                           # place block i at rows 2i, 2i+1
+    return torch.einsum("ij,iab->iajb", torch.eye(n), blocks).reshape(2 * n, 2 * n)
+
+
+def rope_complex(x, positions, inv_freq):
+    """Interleaved RoPE: each pair (x_2i, x_2i+1) as a complex number times e^(i m theta_i)."""
+    z = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))   # (..., seq, d/2)
+    angle = torch.outer(positions.float(), inv_freq)                     # (seq, d/2)
+    return torch.view_as_real(z * torch.polar(torch.ones_like(angle), angle)).flatten(-2)
+
+
+def rope_half(x, positions, inv_freq):
+    """Half-layout RoPE: rotate each pair (x_i, x_i+d/2) by m theta_i with a 2x2 rotation."""
+    angle = torch.outer(positions.float(), inv_freq)                     # (seq, d/2)
+    cos, sin = angle.cos(), angle.sin()
+    x1, x2 = x.float().chunk(2, dim=-1)                                  # the two halves
+    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+
+# Chapter 8
+
+
+def ntk_inv_freq(head_dim, base, factor):
+    """NTK-aware frequencies: base raised to base * factor^(d/(d-2)); the slowest pair / factor."""
+    return rope_inv_freq(head_dim, base * factor ** (head_dim / (head_dim - 2)))
+
+
+def dynamic_inv_freq(head_dim, base, factor, seq_len, original_max_len):
+    """Dynamic NTK: the NTK rule for the scale factor * seq_len / L - (factor - 1), once seq_len > L."""
+    scale = factor * max(seq_len, original_max_len) / original_max_len - (factor - 1)
+    return rope_inv_freq(head_dim, base * scale ** (head_dim / (head_dim - 2)))
+
+
+def yarn_inv_freq(head_dim, base, factor, original_max_len, beta_fast=32.0, beta_slow=1.0):
+    """YaRN: keep pairs that turn > beta_fast times in L, divide those < beta_slow by factor."""
+    inv_freq = rope_inv_freq(head_dim, base)
+
+    def index(turns):                                           # the i with L theta_i = 2 pi turns
+        return head_dim * math.log(original_max_len / (2 * math.pi * turns)) / (2 * math.log(base))
+
+    low = max(math.floor(index(beta_fast)), 0)
+    high = min(math.ceil(index(beta_slow)), head_dim - 1)
+    ramp = ((torch.arange(head_dim // 2) - low) / max(high - low, 1e-3)).clamp(0, 1)
+    return inv_freq * (1 - ramp) + inv_freq / factor * ramp, 0.1 * math.log(factor) + 1.0
+
+
+def llama3_inv_freq(head_dim, base, factor, original_max_len, low_freq_factor=1.0,
+                    high_freq_factor=4.0):
+    """Llama 3: keep wavelengths < L / high_freq_factor, divide those > L / low_freq_factor."""
+    inv_freq = rope_inv_freq(head_dim, base)
+    turns = original_max_len * inv_freq / (2 * math.pi)         # turns within the context L
+    keep = ((turns - low_freq_factor) / (high_freq_factor - low_freq_factor)).clamp(0, 1)
+    return inv_freq * keep + inv_freq / factor * (1 - keep)
+
+
 # Chapter 9
 
 

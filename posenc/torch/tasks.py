@@ -30,7 +30,8 @@ class LagModel(nn.Module):
     (``softmax(q k^T / sqrt(dim)) v``, no output projection) and a linear readout to
     ``vocab`` logits. Dropout acts on the sum of embedding and encoding, as in Vaswani et al.,
     section 5.4. With ``position=None`` the model has no encoding at all: only the causal mask
-    tells the positions apart. The Keras twin is :class:`posenc.keras.tasks.LagModel`.
+    tells the positions apart. A ``rope`` rotates the queries and keys before the scores
+    (rotary embeddings). The Keras twin is :class:`posenc.keras.tasks.LagModel`.
 
     Args:
         position: any posenc encoding module that maps ``(batch, seq, dim)`` embeddings to
@@ -42,6 +43,10 @@ class LagModel(nn.Module):
         dropout: dropout rate on ``embedding + encoding`` during training. Default ``0.0``.
         embed_std: standard deviation of the initial token table. Default ``1.0``
             (``nn.Embedding``'s own).
+        rope: a module that maps queries and keys ``(batch, 1, seq, dim)`` to rotated ones,
+            ``rope(q, k) -> (q, k)`` (a ``RotaryEmbedding(dim)``), or ``None``. It has no
+            weights, so it can be swapped after training (a scaled ``RotaryEmbedding``).
+            Default ``None``.
 
     Call arguments:
         tokens: int tensor ``(batch, seq)``.
@@ -57,7 +62,8 @@ class LagModel(nn.Module):
     """
 
     def __init__(self, position: nn.Module | None, *, vocab: int, dim: int,
-                 embed_scale: bool = False, dropout: float = 0.0, embed_std: float = 1.0):
+                 embed_scale: bool = False, dropout: float = 0.0, embed_std: float = 1.0,
+                 rope: nn.Module | None = None):
         super().__init__()
         self.vocab, self.dim, self.embed_std, rate = check_lag_model(
             vocab, dim, embed_std, dropout)
@@ -70,6 +76,7 @@ class LagModel(nn.Module):
         self.key = nn.Linear(self.dim, self.dim, bias=False)
         self.value = nn.Linear(self.dim, self.dim, bias=False)
         self.readout = nn.Linear(self.dim, self.vocab)
+        self.rope = rope
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         h = self.embed(tokens)
@@ -78,8 +85,10 @@ class LagModel(nn.Module):
         if self.position is not None:
             h = self.position(h)
         h = self.dropout(h)
-        h = F.scaled_dot_product_attention(self.query(h), self.key(h), self.value(h),
-                                           is_causal=True)
+        q, k = self.query(h), self.key(h)
+        if self.rope is not None:                               # one head: (batch, 1, seq, dim)
+            q, k = (t[:, 0] for t in self.rope(q[:, None], k[:, None]))
+        h = F.scaled_dot_product_attention(q, k, self.value(h), is_causal=True)
         return self.readout(h)
 
 
