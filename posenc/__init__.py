@@ -11,7 +11,8 @@ variants), ``posenc/torch/<family>.py`` and ``posenc/keras/<family>.py`` its
 two faces. The families are :mod:`posenc.sinusoidal`, :mod:`posenc.learned`,
 :mod:`posenc.regularization` and :mod:`posenc.structured`; every argument
 check is in ``posenc/_checks.py``. Also here: :func:`posenc.pick_device`,
-:mod:`posenc.theory`, :mod:`posenc.interop` and :mod:`posenc.plotting`.
+:mod:`posenc.theory`, :mod:`posenc.interop`, :mod:`posenc.plotting` and
+:mod:`posenc.diagnostics`.
 """
 
 from posenc.sinusoidal import sinusoidal_inv_freq, wavelengths

@@ -707,17 +707,18 @@ def _check_q_len(q_len: int, k_len: int, *, what: str) -> None:
                      f"pass k_len >= {q_len}: the cached keys plus the new ones")
 
 
-def check_heads(dim, num_heads, *, what: str = "") -> tuple[int, int]:
-    """``dim`` and ``num_heads`` positive integers, ``dim`` a multiple of ``num_heads``."""
+def check_heads(dim, num_heads, *, what: str = "", name: str = "num_heads") -> tuple[int, int]:
+    """``dim`` and ``num_heads`` (called ``name``) positive integers, ``dim`` a multiple of
+    ``num_heads``."""
     dim = check_positive_int("dim", dim, what=what)
-    num_heads = check_positive_int("num_heads", num_heads, what=what,
+    num_heads = check_positive_int(name, num_heads, what=what,
                                    fix="use at least one attention head")
     if dim % num_heads:
         divisors = [h for h in range(1, dim + 1) if dim % h == 0]
         near = sorted(divisors, key=lambda h: (abs(h - num_heads), h))[:2]
-        raise _error(what, f"num_heads must divide dim (each head gets dim // num_heads "
-                           f"features), got dim={dim} and num_heads={num_heads}",
-                     f"use num_heads={' or num_heads='.join(str(h) for h in sorted(near))}, "
+        raise _error(what, f"{name} must divide dim (each head gets dim // {name} "
+                           f"features), got dim={dim} and {name}={num_heads}",
+                     f"use {name}={f' or {name}='.join(str(h) for h in sorted(near))}, "
                      f"or a dim that is a multiple of {num_heads}")
     return dim, num_heads
 
@@ -764,6 +765,117 @@ def check_relative_table(name: str, shape, rows: int, head_dim, *, what: str = "
                            f"({rows}, {head_dim}) for {distance}={k}, got {name}.shape={shape}",
                      f"build the table with one row per relative position -{k} .. {k}, or "
                      f"pass the {distance} it was built for")
+
+
+# --------------------------------------------------------------------------- diagnostics
+
+
+def check_diagnostic_array(name: str, values, rank: int, *, what: str = "", shape_text: str = "",
+                           finite: bool = True):
+    """``values`` as a float64 NumPy array of rank ``rank`` (finite unless ``finite=False``)."""
+    import numpy as np
+
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise _error(what, f"{name} must be a numeric array {shape_text}, got "
+                           f"{type(values).__name__}",
+                     "pass a NumPy array (convert a tensor with .numpy() or "
+                     "keras.ops.convert_to_numpy)") from None
+    check_rank(name, array.shape, rank, what=what, fix=f"pass {name} as {shape_text}")
+    if 0 in array.shape:
+        raise _error(what, f"{name} must not be empty, got shape {array.shape}")
+    if finite and not np.all(np.isfinite(array)):
+        raise _error(what, f"{name} must be finite, got {int((~np.isfinite(array)).sum())} "
+                           "non-finite values", "check the model for NaN or overflow")
+    return array
+
+
+def check_probe_split(batch: int, test_fraction: float, *, what: str = "") -> int:
+    """The number of held-out sequences: at least one, and at least one left to fit."""
+    if batch < 2:
+        raise _error(what, f"hidden must hold at least 2 sequences (one to fit, one to score), "
+                           f"got batch={batch}", "pass more sequences")
+    return min(batch - 1, max(1, int(round(batch * test_fraction))))
+
+
+def check_gradient_counts(position_count, rest_count, old_position=None, old_rest=None, *,
+                          what: str = "") -> tuple[int, int]:
+    """Weight counts of a gradient record: integers >= 0 (the rest > 0), unchanged across steps."""
+    position_count = check_int("position_count", position_count, minimum=0, what=what)
+    rest_count = check_int("rest_count", rest_count, minimum=1, what=what,
+                           fix="the model must have trainable weights besides the positional ones")
+    for name, new, old in (("position_count", position_count, old_position),
+                           ("rest_count", rest_count, old_rest)):
+        if old is not None and new != old:
+            raise _error(what, f"{name} changed between steps, got {name}={new} after {old}",
+                         "use one log per model (a model's weights must not change mid-run)")
+    return position_count, rest_count
+
+
+def check_monitored_weights(found, name: str, *, what: str = "") -> None:
+    """Every weight a monitor is told to watch is a trainable weight of the model."""
+    missing = [i for i, ok in enumerate(found) if not ok]
+    if missing:
+        raise _error(what, f"{name} must be trainable weights of the model, got "
+                           f"{len(missing)} that are not (entries {missing})",
+                     f"pass weights of the model being trained, or leave {name} out to "
+                     "use the model's own list")
+
+
+# --------------------------------------------------------------------------- attention models
+
+
+def check_scheme_options(position: str, given: dict, options, required=(), *,
+                         what: str = "") -> None:
+    """Only the ``options`` ``position`` uses (``given`` holds the ones not ``None``), and
+    the ``required`` ones present."""
+    uses = ", ".join(options) if options else "none"
+    for name, value in given.items():
+        if name not in options:
+            raise _error(what, f"{name} is not an option of position={position!r} (its options: "
+                               f"{uses}), got {name}={value!r}",
+                         f"drop {name}, or pick a position that uses it")
+    for name in required:
+        if name not in given:
+            raise _error(what, f"position={position!r} needs {name}, got {name}=None",
+                         "pass grid=(height, width), the patch grid whose height * width "
+                         "tokens the model reads" if name == "grid" else f"pass {name}")
+
+
+def check_position_causal(position: str, causal: bool, causal_ok: bool, *,
+                          what: str = "") -> None:
+    """An encoder-only scheme (Swin's grid bias) with ``causal=True``."""
+    if causal and not causal_ok:
+        raise _error(what, f"position={position!r} is an encoder scheme (a bias over a grid of "
+                           f"patches, not a sequence in order), got causal=True",
+                     "pass causal=False")
+
+
+def check_cache_allowed(causal: bool, *, what: str = "") -> None:
+    """A cache only for a causal model."""
+    if not causal:
+        raise _error(what, "cache is for causal decoding, got a cache for causal=False (an "
+                           "encoder attends to every position at once)",
+                     "build the model with causal=True, or call it without cache")
+
+
+def check_grid_seq(grid, seq, *, what: str = "") -> None:
+    """Swin's bias covers a ``height x width`` grid: the sequence must hold ``height * width``
+    tokens (``seq`` ``None``: unknown, passes)."""
+    if seq is not None and seq != grid[0] * grid[1]:
+        raise _error(what, f"grid must match the sequence (height * width tokens), got "
+                           f"grid={tuple(grid)} ({grid[0] * grid[1]} patches) for seq={seq}",
+                     f"pass {grid[0] * grid[1]} tokens, or build the model with a grid of "
+                     f"height * width = {seq}")
+
+
+def check_tokens(shape, dtype: str, *, what: str = "") -> None:
+    """``tokens`` are integer ids ``(batch, seq)``."""
+    check_rank("tokens", shape, 2, what=what, fix="pass (batch, seq) integer token ids, e.g. "
+                                                   "tokens[None] for one sequence")
+    check_integer_dtype("tokens", dtype, what=what)
+
 
 
 # --------------------------------------------------------------------------- rotary

@@ -3,6 +3,9 @@
 Modules and layers of the same class name own weights of the same names and
 layouts (the torch attribute name is the Keras weight name), so a PyTorch
 module and its Keras twin given the same weights compute the same numbers.
+A model of many layers (``Transformer``) is matched by attribute path:
+``blocks.0.attention.query_kernel`` in PyTorch is ``blocks/0/attention/query_kernel``
+in Keras.
 """
 
 from __future__ import annotations
@@ -30,7 +33,12 @@ def _torch_weights(module) -> dict:
 
 
 def _keras_weights(layer) -> dict:
-    # weight.path is "layer_name/.../weight_name"; strip the outer layer's own name.
+    # The attribute path of each weight ("blocks/0/attention/query_kernel"), as PyTorch
+    # names it ("blocks.0.attention.query_kernel"), when the attributes reach every weight;
+    # otherwise weight.path ("layer_name/.../weight_name") without the outer layer's name.
+    named = _keras_attribute_weights(layer)
+    if {id(w) for w in named.values()} == {id(w) for w in layer.weights}:
+        return named
     out = {}
     for w in layer.weights:
         parts = w.path.split("/")
@@ -38,8 +46,34 @@ def _keras_weights(layer) -> dict:
     return out
 
 
+def _keras_attribute_weights(layer, prefix: str = "") -> dict:
+    keras = sys.modules["keras"]
+    out = {}
+    # (On Keras's PyTorch backend a sublayer assigned to an attribute is a torch submodule,
+    # kept in _modules rather than in the instance's __dict__.)
+    for name, value in {**vars(layer), **(getattr(layer, "_modules", None) or {})}.items():
+        if name.startswith("_"):
+            continue
+        items = ([(f"{name}/{i}", v) for i, v in enumerate(value)]
+                 if isinstance(value, (list, tuple)) else [(name, value)])
+        for path, v in items:
+            if isinstance(v, keras.Variable):
+                out[prefix + path] = v
+            elif isinstance(v, keras.layers.Layer):
+                out.update(_keras_attribute_weights(v, f"{prefix}{path}/"))
+    return out
+
+
 def _match(src_names, dst_names, what: str) -> dict:
-    """Map each source name to a destination name by trailing components."""
+    """Map each source name to the destination name of the same path ("." and "/" alike),
+    or, when the paths differ, to the one with the same last component."""
+    def path(name: str) -> str:
+        return name.replace(".", "/")
+
+    if {path(n) for n in src_names} == {path(n) for n in dst_names}:
+        dst_paths = {path(n): n for n in dst_names}
+        return {n: dst_paths[path(n)] for n in src_names}
+
     def key(name: str) -> str:
         return name.replace(".", "/").split("/")[-1]
 

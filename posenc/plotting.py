@@ -1,4 +1,10 @@
-"""One plotting style for the whole book (needs matplotlib)."""
+"""One plotting style for the whole book (needs matplotlib).
+
+:func:`use_style` sets it; :func:`heatmap` draws any 2D array in it. For looking inside a
+model: :func:`encoding_heatmap` and :func:`similarity_heatmap` (a table and its ``PE PE^T``),
+:func:`frequency_plot` (channels against position), :func:`head_grid` (a bias or attention map
+per head) and :func:`attention_grid` (every layer and head of a trained model on a sentence).
+"""
 
 from __future__ import annotations
 
@@ -67,3 +73,151 @@ def heatmap(ax, data, *, xlabel: str, ylabel: str, title: str | None = None,
     if colorbar:
         ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     return image
+
+
+# --------------------------------------------------------------------------- looking inside
+
+
+def encoding_heatmap(ax, table, *, title: str | None = None, colorbar: bool = True):
+    """Draw a ``(positions, dim)`` encoding table with positions across and channels down.
+
+    Signed values, so the colour scale is centred on zero (:data:`DIVERGING`).
+    """
+    import numpy as np
+
+    table = np.asarray(table, dtype=float)
+    check_rank("table", table.shape, 2, what="encoding_heatmap",
+               fix="pass one table (positions, dim)")
+    return heatmap(ax, table.T, xlabel="position", ylabel="channel", title=title,
+                   symmetric=True, colorbar=colorbar)
+
+
+def similarity_heatmap(ax, matrix, *, title: str | None = None, label: str = "position",
+                       colorbar: bool = True):
+    """Draw a ``(positions, positions)`` similarity or score matrix, centred on zero.
+
+    ``label`` names both axes: the query position down, the key position across.
+    """
+    return heatmap(ax, matrix, xlabel=f"key {label}", ylabel=f"query {label}", title=title,
+                   symmetric=True, colorbar=colorbar)
+
+
+def frequency_plot(ax, table, channels, *, labels=None, title: str | None = None):
+    """Plot channels of a ``(positions, dim)`` table against the position, one line each.
+
+    Args:
+        ax: a matplotlib Axes.
+        table: ``(positions, dim)`` array.
+        channels: the channel indices to draw (one per frequency, e.g. the sines ``0, 2, ...``).
+        labels: one legend label per channel (e.g. the wavelengths); default ``"channel c"``.
+        title: optional title.
+    """
+    import numpy as np
+
+    table = np.asarray(table, dtype=float)
+    check_rank("table", table.shape, 2, what="frequency_plot",
+               fix="pass one table (positions, dim)")
+    channels = list(channels)
+    labels = list(labels) if labels is not None else [f"channel {c}" for c in channels]
+    for channel, label in zip(channels, labels):
+        ax.plot(np.arange(len(table)), table[:, channel], label=label)
+    ax.set_xlabel("position")
+    ax.set_ylabel("value")
+    if title:
+        ax.set_title(title)
+    ax.legend(loc="upper right", ncol=min(len(channels), 2))
+    return ax
+
+
+def head_grid(maps, *, xlabel: str, ylabel: str, titles=None, suptitle: str | None = None,
+              ncols: int | None = None, symmetric: bool = False, tick_labels=None,
+              panel_size: float = 2.1, shared_scale: bool = True):
+    """One small heatmap per head (or per layer): a figure of panels from ``(n, rows, cols)``.
+
+    Used for the bias of each head and the attention weights of each head and layer. Entries
+    that are not finite (a causal bias's ``-inf``) are drawn blank.
+
+    Args:
+        maps: array ``(n, rows, cols)``.
+        xlabel, ylabel: axis labels (put on the outer panels only).
+        titles: one title per panel; default ``"head h"``.
+        suptitle: optional figure title.
+        ncols: panels per row; default ``min(n, 4)``.
+        symmetric: centre the colour scale on zero (signed maps such as biases).
+        tick_labels: optional labels (tokens) for both axes of every panel.
+        panel_size: inches per panel side.
+        shared_scale: one colour scale for all panels (comparable heads). Default ``True``.
+
+    Returns:
+        ``(figure, axes)``, axes a flat list of the ``n`` panels.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    maps = np.asarray(maps, dtype=float)
+    check_rank("maps", maps.shape, 3, what="head_grid", fix="pass maps as (n, rows, cols)")
+    n = maps.shape[0]
+    ncols = ncols or min(n, 4)
+    nrows = -(-n // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(panel_size * ncols + 0.8,
+                                                    panel_size * nrows + 0.4),
+                             squeeze=False, constrained_layout=True)
+    finite = maps[np.isfinite(maps)]
+    scale = {}
+    if shared_scale and finite.size:
+        if symmetric:
+            lim = float(np.abs(finite).max()) or 1.0
+            scale = {"vmin": -lim, "vmax": lim}
+        else:
+            scale = {"vmin": float(finite.min()), "vmax": float(finite.max())}
+    titles = list(titles) if titles is not None else [f"head {h}" for h in range(n)]
+    flat = list(axes.ravel())
+    image = None
+    for index, ax in enumerate(flat):
+        if index >= n:
+            ax.axis("off")
+            continue
+        data = np.where(np.isfinite(maps[index]), maps[index], np.nan)
+        image = heatmap(ax, data, xlabel=xlabel if index // ncols == nrows - 1 else "",
+                        ylabel=ylabel if index % ncols == 0 else "", title=titles[index],
+                        symmetric=symmetric and not shared_scale, colorbar=not shared_scale,
+                        **({"cmap": DIVERGING} if symmetric else {}), **scale)
+        if tick_labels is not None:
+            ticks = range(len(tick_labels))
+            ax.set_xticks(ticks, list(tick_labels), fontsize=7, rotation=90)
+            ax.set_yticks(ticks, list(tick_labels), fontsize=7)
+    if shared_scale and image is not None:
+        fig.colorbar(image, ax=flat[:n], fraction=0.046, pad=0.02)
+    if suptitle:
+        fig.suptitle(suptitle)
+    return fig, flat[:n]
+
+
+def attention_grid(attention, *, tokens=None, suptitle: str | None = None,
+                   panel_size: float = 1.9):
+    """Attention weights of every layer (rows) and head (columns) for one sequence.
+
+    Args:
+        attention: a list per layer of ``(heads, q_len, k_len)`` arrays (one example of what
+            ``attention_maps`` returns), or an array ``(layers, heads, q_len, k_len)``.
+        tokens: optional labels of the positions (the characters of the sentence).
+        suptitle: optional figure title.
+        panel_size: inches per panel side.
+
+    Returns:
+        ``(figure, axes)``, axes an array ``(layers, heads)``.
+    """
+    import numpy as np
+
+    attention = np.asarray(attention, dtype=float)
+    check_rank("attention", attention.shape, 4, what="attention_grid",
+               fix="pass one example: a list per layer of (heads, q_len, k_len)")
+    layers, heads = attention.shape[:2]
+    titles = [f"layer {layer}, head {head}" for layer in range(layers) for head in range(heads)]
+    fig, axes = head_grid(attention.reshape(layers * heads, *attention.shape[2:]),
+                          xlabel="key", ylabel="query", titles=titles, suptitle=suptitle,
+                          ncols=heads, tick_labels=tokens, panel_size=panel_size,
+                          shared_scale=True)
+    for ax in axes:
+        ax.title.set_fontsize(8)
+    return fig, np.array(axes, dtype=object).reshape(layers, heads)

@@ -36,6 +36,9 @@ def kw(name, default=REQUIRED):
     return (name, KW, default)
 
 
+SCHEME_OPTIONS = [kw(name, None) for name in ("base", "rope_scaling", "rope_layout",
+                                              "max_distance", "num_buckets", "grid")]
+
 # name -> the parameters of the function, or of the class's constructor (without self;
 # Keras layers may add **kwargs for the Layer's own arguments, and nothing else).
 CONTRACT = {
@@ -94,6 +97,12 @@ CONTRACT = {
     "windowed_attention": [p("q"), p("k"), p("v"), p("window"), kw("key_table", None),
                            kw("value_table", None), kw("causal", False)],  # beyond the contract
 
+    # The attention family: the scheme's options are keywords, None meaning its default.
+    "MultiHeadAttention": [p("dim"), p("heads"), kw("position", "none"), kw("causal", False),
+                           kw("max_len", 512), kw("dropout", 0.0), *SCHEME_OPTIONS],
+    "Transformer": [p("vocab_size"), kw("dim", 64), kw("depth", 2), kw("heads", 4),
+                    kw("mlp_dim", None), kw("causal", True), kw("position", "rope"),
+                    kw("max_len", 512), kw("dropout", 0.0), *SCHEME_OPTIONS],
     # Rotary position embedding.
     "rope_frequencies": [p("head_dim"), kw("base", 10000.0), kw("scaling", None),
                          kw("seq_len", None)],
@@ -112,8 +121,6 @@ CONTRACT = {
 # class whose constructor the contract leaves open). When a face exports one, move it
 # to CONTRACT.
 PLANNED = {
-    "MultiHeadAttention": None,
-    "Transformer": None,
 }
 
 # Backticked names in the contract's text that are not posenc's: a formula's clip, Keras

@@ -400,3 +400,59 @@ def test_chapter6_alibi_bias_scratch_equals_the_package(causal, q_len, k_len):
     assert np.all(np.isinf(want_t[:, ~seen])) and np.all(np.isfinite(want_t[:, seen]))
     for got, want in ((got_t, want_t), (got_k, want_k), (got_k, want_t)):
         np.testing.assert_allclose(got[:, seen], want[:, seen], rtol=1e-6, atol=0)
+
+
+# Chapter 10
+
+
+def test_perplexity_equals_the_lab():
+    from posenc.experiments.common import ExperimentContext, evaluate_torch
+
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(8, 6, 5)).astype(np.float32)
+    targets = rng.integers(0, 5, size=(8, 6))
+
+    class Fixed(torch.nn.Module):
+        def forward(self, tokens):
+            return torch.from_numpy(logits)
+
+    ctx = ExperimentContext(name="t", device=torch.device("cpu"), progress_bars=False)
+    want = evaluate_torch(Fixed(), [(targets, targets, np.ones((8, 6), np.float32))],
+                          ctx=ctx)["perplexity"]
+    got_t = float(st.perplexity(torch.from_numpy(logits), torch.from_numpy(targets)))
+    got_k = float(ops.convert_to_numpy(sk.perplexity(logits, targets)))
+    assert got_t == pytest.approx(want, rel=1e-6) and got_k == pytest.approx(want, rel=1e-6)
+    assert want > 5.0 / 2          # random logits: worse than half the vocabulary's 5
+
+
+# Chapter 11
+
+
+def test_chapter11_cosine_similarity_scratch_equals_the_package():
+    from posenc.diagnostics import similarity
+
+    table = np.random.default_rng(11).normal(size=(17, 12))
+    want = similarity(table)
+    got_t = st.cosine_similarity(torch.from_numpy(table)).numpy()
+    got_k = ops.convert_to_numpy(sk.cosine_similarity(ops.convert_to_tensor(table)))
+    np.testing.assert_allclose(got_t, want, atol=1e-12)
+    np.testing.assert_allclose(got_k, want, atol=1e-6)
+    assert np.allclose(np.diag(got_t), 1.0) and np.abs(got_t).max() <= 1 + 1e-12
+
+
+@pytest.mark.parametrize("ridge", [0.0, 0.5, 10.0])
+def test_chapter11_ridge_regression_scratch_equals_the_package(ridge):
+    from posenc.diagnostics import ridge_regression
+
+    rng = np.random.default_rng(int(ridge * 10))
+    x = rng.normal(size=(60, 5)) + 3.0
+    y = x @ np.array([1.0, -2.0, 0.5, 0.0, 3.0]) + 7.0 + 0.1 * rng.normal(size=60)
+    w, b = ridge_regression(x, y, ridge)
+    w_t, b_t = st.ridge_regression(torch.from_numpy(x), torch.from_numpy(y), ridge)
+    w_k, b_k = sk.ridge_regression(ops.convert_to_tensor(x), ops.convert_to_tensor(y), ridge)
+    np.testing.assert_allclose(w_t.numpy(), w, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(float(b_t), b, rtol=1e-9)
+    np.testing.assert_allclose(ops.convert_to_numpy(w_k), w, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(float(ops.convert_to_numpy(b_k)), b, rtol=1e-4)
+    if ridge == 0.0:   # least squares recovers the generating line
+        np.testing.assert_allclose(w, [1.0, -2.0, 0.5, 0.0, 3.0], atol=0.05)

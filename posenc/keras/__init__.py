@@ -33,9 +33,15 @@ faces ``posenc/torch/<family>.py`` and ``posenc/keras/<family>.py``.
   :class:`RotaryEmbedding` (called as ``rope(q, k, offset=0, positions=None)``),
   :func:`apply_rope_2d`, :class:`RotaryEmbedding2D` (frequencies and layouts in
   ``posenc/rotary.py``).
+* ``attention.py``: :class:`MultiHeadAttention` and :class:`Transformer` with every
+  positional scheme by name (``position=``; the registry ``posenc.attention.POSITIONS``,
+  the option rules and the decoding cache in ``posenc/attention.py``).
 * ``tasks.py`` (import it as ``posenc.keras.tasks``; not re-exported here):
   ``LagModel``, ``lag_loss``, ``train_lag``, ``accuracy_by_position``: the small task the
   chapters train on (data and analysis helpers in ``posenc/tasks.py``).
+* ``diagnostics.py`` (import it as ``posenc.keras.diagnostics``; not re-exported here):
+  ``hidden_states``, ``attention_maps``, ``GradientMonitor`` (gradient norms computed with the backend's autodiff);
+  the analysis (similarity, the position probe, the healthy range) is ``posenc/diagnostics.py``.
 * ``scratch.py`` (``posenc.keras.scratch``): the few-line teaching versions the chapters
   show beside ``posenc.torch.scratch``, tested equal to the package.
 * ``_util.py``: :class:`AdditiveEncoding`, the base of every class above that
@@ -51,6 +57,7 @@ Each family module and the function it exports can share a name: after
 module with ``importlib.import_module("posenc.keras.sinusoidal")``.
 """
 
+from posenc.keras import attention as _attention
 from posenc.keras import bias as _bias
 from posenc.keras import learned as _learned
 from posenc.keras import regularization as _regularization
@@ -63,6 +70,7 @@ from posenc.keras.regularization import *  # noqa: F401,F403
 from posenc.keras.structured import *  # noqa: F401,F403
 from posenc.keras.bias import *  # noqa: F401,F403
 from posenc.keras.shaw import *  # noqa: F401,F403
+from posenc.keras.attention import *  # noqa: F401,F403
 
 __all__ = [*_sinusoidal.__all__, *_learned.__all__, *_regularization.__all__,
            *_structured.__all__, *_bias.__all__, *_shaw.__all__]
@@ -70,3 +78,4 @@ from posenc.keras import rotary as _rotary  # noqa: E402
 from posenc.keras.rotary import *  # noqa: E402,F401,F403
 
 __all__ += _rotary.__all__
+__all__ += _attention.__all__

@@ -166,3 +166,30 @@ def alibi_bias(num_heads, q_len, k_len, causal=True):
     if not causal:
         distance = ops.abs(distance)
     return -alibi_slopes(num_heads)[:, None, None] * distance
+
+
+# The lab (chapter 10)
+
+
+def perplexity(logits, targets):
+    """exp of the mean cross-entropy of next-token logits (batch, seq, vocab) against targets."""
+    ce = ops.sparse_categorical_crossentropy(targets, logits, from_logits=True)
+    return ops.exp(ops.mean(ce))
+
+
+# Chapter 11
+
+
+def cosine_similarity(table):
+    """(positions, positions) cosines between the rows of a (positions, dim) table."""
+    unit = table / ops.norm(table, axis=-1, keepdims=True)
+    return unit @ ops.transpose(unit)
+
+
+def ridge_regression(x, y, ridge=1.0):
+    """Weights and intercept of (xc^T xc + ridge I) w = xc^T yc, xc and yc centred."""
+    x_mean, y_mean = ops.mean(x, axis=0), ops.mean(y)
+    xc = x - x_mean
+    gram = ops.transpose(xc) @ xc + ridge * ops.eye(x.shape[1], dtype=x.dtype)
+    w = ops.solve(gram, ops.transpose(xc) @ (y - y_mean)[:, None])[:, 0]   # (dim,)
+    return w, y_mean - ops.sum(x_mean * w)

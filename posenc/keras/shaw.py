@@ -95,6 +95,16 @@ def _along(x, index):
     return ops.take_along_axis(x, index, axis=-1)
 
 
+def _relative_keys(q, key_table, index):
+    """The key term ``q_i . a^K_ij`` of the logits (``q`` already scaled), a^K gathered."""
+    return ops.einsum("bhqd,qkd->bhqk", q, ops.take(key_table, index, axis=0))
+
+
+def _relative_values(weights, value_table, index):
+    """The value term ``sum_j w_ij a^V_ij`` of the output, a^V gathered."""
+    return ops.einsum("bhqk,qkd->bhqd", weights, ops.take(value_table, index, axis=0))
+
+
 def _naive(q, k, v, key_table, value_table, max_distance: int, causal: bool):
     """Materialises a^K and a^V, ``(q_len, k_len, head_dim)`` each."""
     q = q * q.shape[-1] ** -0.5
@@ -103,11 +113,11 @@ def _naive(q, k, v, key_table, value_table, max_distance: int, causal: bool):
     index = relative_index(queries, keys, max_distance, ops.clip)
     logits = ops.matmul(q, ops.swapaxes(k, -1, -2))
     if key_table is not None:
-        logits = logits + ops.einsum("bhqd,qkd->bhqk", q, ops.take(key_table, index, axis=0))
+        logits = logits + _relative_keys(q, key_table, index)
     weights = _softmax(logits, queries, keys, causal)
     out = ops.matmul(weights, v)
     if value_table is not None:
-        out = out + ops.einsum("bhqk,qkd->bhqd", weights, ops.take(value_table, index, axis=0))
+        out = out + _relative_values(weights, value_table, index)
     return out
 
 

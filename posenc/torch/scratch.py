@@ -163,3 +163,30 @@ def alibi_bias(num_heads, q_len, k_len, causal=True):
     if not causal:
         distance = distance.abs()
     return -alibi_slopes(num_heads)[:, None, None] * distance
+
+
+# The lab (chapter 10)
+
+
+def perplexity(logits, targets):
+    """exp of the mean cross-entropy of next-token logits (batch, seq, vocab) against targets."""
+    ce = torch.nn.functional.cross_entropy(logits.flatten(0, -2), targets.flatten())
+    return torch.exp(ce)
+
+
+# Chapter 11
+
+
+def cosine_similarity(table):
+    """(positions, positions) cosines between the rows of a (positions, dim) table."""
+    unit = table / table.norm(dim=-1, keepdim=True)
+    return unit @ unit.T
+
+
+def ridge_regression(x, y, ridge=1.0):
+    """Weights and intercept of (xc^T xc + ridge I) w = xc^T yc, xc and yc centred."""
+    x_mean, y_mean = x.mean(0), y.mean()
+    xc = x - x_mean
+    gram = xc.T @ xc + ridge * torch.eye(x.shape[1], dtype=x.dtype)
+    w = torch.linalg.solve(gram, xc.T @ (y - y_mean))
+    return w, y_mean - x_mean @ w

@@ -90,6 +90,16 @@ def _softmax(logits, queries, keys, causal: bool):
     return torch.softmax(logits, dim=-1)
 
 
+def _relative_keys(q, key_table, index):
+    """The key term ``q_i . a^K_ij`` of the logits (``q`` already scaled), a^K gathered."""
+    return torch.einsum("bhqd,qkd->bhqk", q, key_table[index])
+
+
+def _relative_values(weights, value_table, index):
+    """The value term ``sum_j w_ij a^V_ij`` of the output, a^V gathered."""
+    return torch.einsum("bhqk,qkd->bhqd", weights, value_table[index])
+
+
 def _naive(q, k, v, key_table, value_table, max_distance: int, causal: bool):
     """Materialises a^K and a^V, ``(q_len, k_len, head_dim)`` each."""
     q = q * q.shape[-1] ** -0.5
@@ -98,11 +108,11 @@ def _naive(q, k, v, key_table, value_table, max_distance: int, causal: bool):
     index = relative_index(queries, keys, max_distance, torch.clamp)
     logits = q @ k.transpose(-1, -2)
     if key_table is not None:
-        logits = logits + torch.einsum("bhqd,qkd->bhqk", q, key_table[index])
+        logits = logits + _relative_keys(q, key_table, index)
     weights = _softmax(logits, queries, keys, causal)
     out = weights @ v
     if value_table is not None:
-        out = out + torch.einsum("bhqk,qkd->bhqd", weights, value_table[index])
+        out = out + _relative_values(weights, value_table, index)
     return out
 
 

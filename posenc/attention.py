@@ -1,0 +1,235 @@
+"""The attention family's framework-free part: the schemes, their routes, their options.
+
+A positional scheme enters a Transformer by one of four routes (see the
+cross-framework contract, "Where a scheme enters attention"):
+
+* ``"embedding"``: an encoding added to the token embeddings (``sinusoidal``,
+  ``learned``, ``hybrid``);
+* ``"rotary"``: the queries and keys rotated by their positions (``rope``);
+* ``"bias"``: a ``(1, heads, q_len, k_len)`` bias added to the logits
+  (``alibi``, ``t5``, ``swin``);
+* ``"relative"``: Shaw et al.'s relative keys and values (``shaw``);
+
+and ``"none"`` adds nothing (NoPE). :data:`POSITIONS` maps each scheme's
+name to a :class:`Scheme` (its route, the options it reads and their
+defaults, whether a causal decoder may use it); the faces' ``MultiHeadAttention``
+and ``Transformer`` (``posenc/torch/attention.py``, ``posenc/keras/attention.py``)
+read this table instead of chains of ``if``. :func:`scheme_options` applies the
+option rules, :class:`Cache` holds the keys and values of cached decoding, and
+the argument checks are in :mod:`posenc._checks` with all the others.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from posenc._checks import (
+    check_base,
+    check_bool,
+    check_cache_allowed,
+    check_choice,
+    check_even_dim,
+    check_head_dim,
+    check_heads,
+    check_hw,
+    check_max_distance,
+    ROPE_LAYOUTS,
+    check_position_causal,
+    check_positive_int,
+    check_rate,
+    check_scheme_options,
+    check_t5_buckets,
+)
+from posenc.rotary import rope_frequencies
+from posenc.shaw import query_positions
+
+__all__ = ["Scheme", "POSITIONS", "ROUTES", "OPTION_NAMES", "scheme_options", "Cache",
+           "LayerCache"]
+
+#: The routes by which a scheme enters attention.
+ROUTES = ("none", "embedding", "rotary", "bias", "relative")
+
+#: Every scheme option the constructors take (``None`` there means "the scheme's default").
+OPTION_NAMES = ("base", "rope_scaling", "rope_layout", "max_distance", "num_buckets", "grid")
+
+
+@dataclasses.dataclass(frozen=True)
+class Scheme:
+    """One positional scheme: how it enters attention and what it reads.
+
+    Fields:
+        route: one of :data:`ROUTES`.
+        options: the scheme options it uses, each with its default (``None`` for a
+            required one).
+        required: the options without a default (Swin's ``grid``).
+        causal: whether a causal decoder may use it (Swin's grid bias is for encoders).
+        paper: the reference, for error messages and docs.
+    """
+
+    route: str
+    options: dict = dataclasses.field(default_factory=dict)
+    required: tuple = ()
+    causal: bool = True
+    paper: str = ""
+
+
+#: name -> :class:`Scheme`, in the order the book presents them.
+POSITIONS = {
+    "none": Scheme("none", paper="no positional encoding (NoPE; Haviv et al. 2022)"),
+    "sinusoidal": Scheme("embedding", {"base": 10000.0}, paper="Vaswani et al. 2017"),
+    "learned": Scheme("embedding", paper="a learned table (BERT, GPT-2)"),
+    "hybrid": Scheme("embedding", {"base": 10000.0}, paper="scaled sinusoid + learned offset"),
+    "shaw": Scheme("relative", {"max_distance": 16}, paper="Shaw et al. 2018"),
+    "t5": Scheme("bias", {"num_buckets": 32, "max_distance": 128}, paper="Raffel et al. 2020"),
+    "alibi": Scheme("bias", paper="Press et al. 2022"),
+    "swin": Scheme("bias", {"grid": None}, required=("grid",), causal=False, paper="Liu et al. 2021"),
+    "rope": Scheme("rotary", {"base": 10000.0, "rope_scaling": None, "rope_layout": "half"},
+                   paper="Su et al. 2021"),
+}
+assert all(s.route in ROUTES for s in POSITIONS.values())
+assert all(set(s.options) <= set(OPTION_NAMES) for s in POSITIONS.values())
+
+
+def scheme_options(position: str, causal: bool, given: dict, *, what: str) -> dict:
+    """The options of ``position``: the ones ``given`` (not ``None``) over its defaults.
+
+    Raises ``ValueError`` for an unknown scheme, an option the scheme does not
+    use, a missing required option (Swin's ``grid``) and a causal model with an
+    encoder-only scheme.
+
+    Example:
+        >>> scheme_options("t5", True, {"max_distance": 64}, what="Transformer")
+        {'num_buckets': 32, 'max_distance': 64}
+    """
+    position = check_choice("position", position, POSITIONS, what=what,
+                            fix="see posenc.attention.POSITIONS")
+    scheme = POSITIONS[position]
+    given = {k: v for k, v in given.items() if v is not None}
+    check_scheme_options(position, given, scheme.options, scheme.required, what=what)
+    check_position_causal(position, causal, scheme.causal, what=what)
+    return {**scheme.options, **given}
+
+
+class LayerCache:
+    """The cached keys and values of one attention layer, ``(batch, heads, seq, head_dim)``.
+
+    ``keys`` and ``values`` start as ``None``; the layer appends each chunk's
+    keys and values (:meth:`append`, with the face's ``concatenate``), so the
+    cache grows in place. ``length`` is the number of cached positions: the
+    offset of the next chunk.
+    """
+
+    def __init__(self):
+        self.keys = None
+        self.values = None
+
+    @property
+    def length(self) -> int:
+        return 0 if self.keys is None else int(self.keys.shape[-2])
+
+    def append(self, keys, values, concatenate):
+        """Add a chunk's ``keys`` and ``values``; return all the cached ones."""
+        if self.keys is not None:
+            keys = concatenate((self.keys, keys))
+            values = concatenate((self.values, values))
+        self.keys, self.values = keys, values
+        return keys, values
+
+
+class Cache:
+    """The caches of every layer of a Transformer (``model.new_cache()``).
+
+    ``cache.layers[i]`` is layer ``i``'s :class:`LayerCache`; ``cache.length``
+    the number of positions decoded so far.
+    """
+
+    def __init__(self, depth: int):
+        self.layers = [LayerCache() for _ in range(depth)]
+
+    @property
+    def length(self) -> int:
+        return self.layers[0].length if self.layers else 0
+
+    def __len__(self) -> int:
+        return self.length
+
+
+def new_layer_cache(causal: bool, *, what: str) -> LayerCache:
+    """A fresh :class:`LayerCache`, for causal attention only."""
+    check_cache_allowed(causal, what=what)
+    return LayerCache()
+
+
+#: The epsilon of every layer normalisation of the model (PyTorch's default).
+NORM_EPS = 1e-5
+
+
+def future_keys(q_len, k_len, arange):
+    """``(q_len, k_len)`` booleans: key ``j`` comes after query ``i`` (the causal mask),
+    the queries being the last ``q_len`` of the ``k_len`` positions (decoding with a cache).
+
+    Example:
+        >>> import numpy as np
+        >>> future_keys(2, 3, np.arange).astype(int)
+        array([[0, 0, 1],
+               [0, 0, 0]])
+    """
+    return arange(k_len)[None, :] > query_positions(q_len, k_len, arange)[:, None]
+
+
+def attention_settings(dim, heads, position, causal, max_len, dropout, options: dict, *,
+                       what: str) -> dict:
+    """Check a ``MultiHeadAttention``'s (or a ``Transformer``'s) arguments, the same way in
+    both faces; returns them in canonical Python types, with ``route`` (the scheme's
+    route), ``head_dim`` and ``options`` (the scheme's options over their defaults)."""
+    dim, heads = check_heads(dim, heads, what=what, name="heads")
+    causal = check_bool("causal", causal, what=what)
+    max_len = check_positive_int("max_len", max_len, what=what,
+                                 fix="pass the longest sequence the model will read")
+    dropout = check_rate("dropout", dropout, what=what)
+    options = scheme_options(position, causal, options, what=what)
+    for name, value in options.items():
+        if name in _OPTION_CHECKS:
+            options[name] = _OPTION_CHECKS[name](value, what)
+    if position == "t5":
+        _, options["num_buckets"], options["max_distance"] = check_t5_buckets(
+            not causal, options["num_buckets"], options["max_distance"], what=what)
+    elif position == "shaw":
+        options["max_distance"] = check_max_distance(options["max_distance"], what=what)
+    if POSITIONS[position].route == "embedding":
+        check_even_dim(dim, what=what)
+    if position == "rope":   # the rotation's own rules: an even head_dim, the scaling dict
+        check_head_dim(dim // heads, name="dim // heads", what=what)
+        rope_frequencies(dim // heads, base=options["base"], scaling=options["rope_scaling"],
+                         seq_len=max_len)
+    return {"dim": dim, "heads": heads, "head_dim": dim // heads, "position": position,
+            "route": POSITIONS[position].route, "causal": causal, "max_len": max_len,
+            "dropout": dropout, "options": options}
+
+
+def _rope_scaling(scaling, what: str):
+    """``rope_scaling`` is passed to :func:`posenc.rotary.rope_frequencies`, which checks it."""
+    return None if scaling is None else dict(scaling) if isinstance(scaling, dict) else scaling
+
+
+_OPTION_CHECKS = {   # the options whose rule does not depend on the scheme
+    "base": lambda value, what: check_base(value, what=what),
+    "rope_scaling": _rope_scaling,
+    "rope_layout": lambda value, what: check_choice("rope_layout", value, ROPE_LAYOUTS,
+                                                    what=what),
+    "grid": lambda value, what: check_hw("grid", value, what=what),
+}
+
+
+def transformer_settings(vocab_size, dim, depth, heads, mlp_dim, causal, position, max_len,
+                         dropout, options: dict, *, what: str = "Transformer") -> dict:
+    """Check a ``Transformer``'s arguments (both faces); ``mlp_dim`` defaults to ``4 * dim``."""
+    settings = attention_settings(dim, heads, position, causal, max_len, dropout, options,
+                                  what=what)
+    settings["vocab_size"] = check_positive_int("vocab_size", vocab_size, what=what,
+                                                fix="pass the number of distinct token ids")
+    settings["depth"] = check_positive_int("depth", depth, what=what,
+                                           fix="use at least one block")
+    settings["mlp_dim"] = (4 * settings["dim"] if mlp_dim is None else check_positive_int(
+        "mlp_dim", mlp_dim, what=what, fix="the usual value is 4 * dim"))
+    return settings

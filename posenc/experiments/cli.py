@@ -1,0 +1,157 @@
+"""The command line of the lab: ``python -m posenc.experiments NAME [options]``.
+
+Common options (every experiment): ``--quick``, ``--seed N`` or ``--seeds N [N ...]``,
+``--out DIR``, ``--framework torch|keras``, ``--device``, ``--no-progress``. Each experiment
+adds its own (``python -m posenc.experiments NAME --help``).
+
+Under ``torchrun`` (the environment holds ``WORLD_SIZE`` > 1) the process group is started
+(NCCL on CUDA, else gloo), each process takes the device of its ``LOCAL_RANK``, and rank 0
+alone logs and writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from posenc.experiments import EXPERIMENTS, experiment
+from posenc.experiments.common import ExperimentContext
+
+__all__ = ["build_parser", "parse_args", "main"]
+
+FRAMEWORKS = ("torch", "keras")
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(
+        prog="python -m posenc.experiments",
+        description="Run one of the lab's experiments and save its results as JSON and CSV.",
+        epilog="experiments: " + ", ".join(EXPERIMENTS)
+        + ". `python -m posenc.experiments NAME --help` lists NAME's options.")
+
+
+def build_parser(name: str) -> argparse.ArgumentParser:
+    """The parser of experiment ``name``: the common options plus the experiment's own."""
+    module = experiment(name)
+    parser = _top_parser()
+    parser.prog = f"python -m posenc.experiments {name}"
+    parser.add_argument("--quick", action="store_true",
+                        help="the small setting (a few minutes on 2 CPU cores)")
+    seeds = parser.add_mutually_exclusive_group()
+    seeds.add_argument("--seed", type=int, default=None, help="one seed (default 0)")
+    seeds.add_argument("--seeds", type=int, nargs="+", default=None,
+                       help="several seeds, to report the spread")
+    parser.add_argument("--out", type=Path, default=Path("runs"),
+                        help="results go to OUT/NAME/ (default: runs)")
+    parser.add_argument("--framework", choices=FRAMEWORKS, default="torch",
+                        help="torch (default) or keras (model.fit, quick setting)")
+    parser.add_argument("--device", default="auto",
+                        help="auto (CUDA, MPS, CPU), cpu, cuda, ... (PyTorch only)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="PyTorch CPU threads (default: posenc.pick_device's choice)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    module.add_arguments(parser)
+    return parser
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    """Parse ``NAME [options]``; ``args.name`` is the experiment and ``args.seeds`` a list."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0].startswith("-"):
+        top = _top_parser()
+        top.add_argument("name", choices=list(EXPERIMENTS), help="the experiment to run")
+        top.parse_args(argv)           # prints help or the error and exits
+        raise SystemExit(2)
+    name = argv[0]
+    if name not in EXPERIMENTS:
+        _top_parser().error(f"unknown experiment {name!r}; choose one of "
+                            + ", ".join(EXPERIMENTS))
+    args = build_parser(name).parse_args(argv[1:])
+    args.name = name
+    if args.seeds is None:
+        args.seeds = [0 if args.seed is None else args.seed]
+    if any(seed < 0 for seed in args.seeds):
+        build_parser(name).error(f"seeds must be non-negative, got {args.seeds}")
+    args.seed = args.seeds[0]
+    return args
+
+
+def _setup_torch(args, world_size: int):
+    import torch
+
+    from posenc.device import pick_device
+
+    if world_size > 1:
+        import torch.distributed as dist
+
+        local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        use_cuda = torch.cuda.is_available() and args.device in ("auto", "cuda")
+        if use_cuda:
+            torch.cuda.set_device(local_rank)
+            device = torch.device("cuda", local_rank)
+        else:
+            device = torch.device("cpu")
+        dist.init_process_group("nccl" if use_cuda else "gloo")
+        return device, dist.get_rank()
+    threads = "auto" if args.threads is None else args.threads
+    if args.device == "auto":
+        return pick_device(verbose=False, cpu_threads=threads), 0
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    return torch.device(args.device), 0
+
+
+def _without_out(argv) -> list:
+    """``argv`` without ``--out DIR``: where the files went is not how they were made, and a
+    folder of one machine has no place in a committed result."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--out":
+            skip = True
+        elif not arg.startswith("--out="):
+            kept.append(arg)
+    return kept
+
+
+def _command(argv) -> str:
+    """The command line as typed (``--out`` left out), with ``torchrun`` when under it."""
+    argv = _without_out(argv)
+    launcher = "python -m posenc.experiments"
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    if world > 1:
+        launcher = f"torchrun --nproc_per_node {os.environ.get('LOCAL_WORLD_SIZE', world)} " \
+                   "-m posenc.experiments"
+    return " ".join([launcher, *map(shlex.quote, argv)])
+
+
+def main(argv=None) -> int:
+    """Run the experiment named in ``argv`` and print where its results went."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    world_size = int(os.environ.get("WORLD_SIZE", 1))
+    if args.framework == "keras" and world_size > 1:
+        raise SystemExit("--framework keras runs in one process; start it without torchrun.")
+    device, rank = (_setup_torch(args, world_size) if args.framework == "torch"
+                    else (None, 0))
+    arguments = {k: v for k, v in vars(args).items() if k != "out"}
+    ctx = ExperimentContext(name=args.name, framework=args.framework, device=device, rank=rank,
+                            world_size=world_size, seeds=list(args.seeds), out=args.out,
+                            quick=args.quick, progress_bars=not args.no_progress,
+                            command=_command(argv), arguments=arguments)
+    try:
+        summary = experiment(args.name).run(args, ctx)
+    finally:
+        if world_size > 1:
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
+    if ctx.is_main and summary:
+        for key, value in summary.items():
+            print(f"{key}: {value}")
+    return 0

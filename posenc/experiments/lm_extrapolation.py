@@ -1,0 +1,108 @@
+"""``lm-extrapolation``: a character language model trained short and tested long (Press et al.).
+
+For every positional scheme and seed, a causal Transformer learns to predict the next character
+of the Python reference (``pydoc_data.topics``, or WikiText-103 with ``--corpus wikitext-103``)
+from random windows of ``train_len`` characters. It is then evaluated on the same validation
+characters cut into non-overlapping windows of each length in ``eval_lens`` (shorter, equal and
+longer than ``train_len``). A row per (scheme, seed, eval_len) holds the loss (nats per
+character), the perplexity per character and bits per character.
+"""
+
+from __future__ import annotations
+
+import math
+
+from posenc.experiments import data
+from posenc.experiments.common import (SCHEMES, count_parameters, evaluate, fit, make_model,
+                                       split_rows)
+
+NAME = "lm-extrapolation"
+
+QUICK = dict(train_len=64, eval_lens=[32, 64, 128, 256], steps=500, batch_size=32, dim=64,
+             depth=2, heads=4, lr=3e-3, eval_chars=8192)
+DEFAULT = dict(train_len=128, eval_lens=[64, 128, 256, 512, 1024], steps=5000, batch_size=64,
+               dim=256, depth=4, heads=8, lr=1e-3, eval_chars=0)
+
+
+def add_lm_arguments(group) -> None:
+    """The options every character-LM experiment shares."""
+    group.add_argument("--corpus", choices=list(data.CORPORA), default="pydoc")
+    group.add_argument("--schemes", nargs="+", default=None,
+                       help=f"positional schemes (default: {' '.join(SCHEMES)})")
+    group.add_argument("--train-len", type=int, default=None, help="training window L")
+    group.add_argument("--steps", type=int, default=None)
+    group.add_argument("--batch-size", type=int, default=None)
+    group.add_argument("--dim", type=int, default=None)
+    group.add_argument("--depth", type=int, default=None)
+    group.add_argument("--heads", type=int, default=None)
+    group.add_argument("--lr", type=float, default=None)
+    group.add_argument("--eval-chars", type=int, default=None,
+                       help="validation characters to evaluate on (0: all)")
+
+
+def add_arguments(parser) -> None:
+    group = parser.add_argument_group(NAME)
+    add_lm_arguments(group)
+    group.add_argument("--eval-lens", type=int, nargs="+", default=None,
+                       help="evaluation window lengths")
+
+
+def settings(args, quick=QUICK, default=DEFAULT, schemes=SCHEMES) -> dict:
+    base = quick if args.quick else default
+    chosen = {k: (getattr(args, k) if getattr(args, k, None) is not None else v)
+              for k, v in base.items()}
+    chosen["schemes"] = list(getattr(args, "schemes", None) or schemes)
+    chosen["corpus"] = args.corpus
+    return chosen
+
+
+def train_lm(scheme, seed, s, ctx, train_ids, vocab_size, max_len):
+    """Train one character LM; returns ``(model, fit result)``."""
+    model = make_model(scheme, vocab_size, framework=ctx.framework, dim=s["dim"],
+                       depth=s["depth"], heads=s["heads"], max_len=max_len, seed=seed)
+
+    def batch_fn(step):
+        return data.lm_batch(train_ids, s["batch_size"], s["train_len"],
+                             seed=seed * 1_000_003 + step)
+
+    return model, fit(model, batch_fn, steps=s["steps"], ctx=ctx, lr=s["lr"],
+                      desc=f"{scheme} seed {seed}")
+
+
+def eval_lm(model, valid_ids, length, s, ctx, desc=""):
+    """Loss, perplexity and bits per character on non-overlapping windows of ``length``."""
+    ids = valid_ids[: s["eval_chars"] + 1] if s["eval_chars"] else valid_ids
+    windows = data.lm_windows(ids, length)
+    rows_per_batch = max(1, 16_384 // length)
+    got = evaluate(model, split_rows(windows, rows_per_batch), ctx=ctx, desc=desc)
+    return {"loss": round(got["loss"], 6), "perplexity": round(got["perplexity"], 6),
+            "bits_per_char": round(got["loss"] / math.log(2), 6),
+            "accuracy": round(got["token_accuracy"], 6), "tokens": got["tokens"]}
+
+
+def run(args, ctx) -> dict:
+    s = settings(args)
+    vocab, train_ids, valid_ids = data.split(s["corpus"])
+    rows, training = [], []
+    for seed in ctx.seeds:
+        for scheme in s["schemes"]:
+            model, result = train_lm(scheme, seed, s, ctx, train_ids, len(vocab),
+                                     max(s["eval_lens"]))
+            total, position = count_parameters(model)
+            training.append({"scheme": scheme, "seed": seed, "first_loss": result["losses"][0],
+                             "final_loss": result["losses"][-1],
+                             "seconds": round(result["seconds"], 2),
+                             "tokens_per_second": round(result["tokens_per_second"], 1),
+                             "parameters": total, "position_parameters": position})
+            for length in s["eval_lens"]:
+                got = eval_lm(model, valid_ids, length, s, ctx, desc=f"{scheme} len {length}")
+                rows.append({"scheme": scheme, "seed": seed, "eval_len": length,
+                             "train_len": s["train_len"], **got})
+                ctx.log(f"{scheme} seed {seed}: perplexity {got['perplexity']:.3f} at "
+                        f"{length} characters")
+            ctx.write_results(rows, {"settings": s, "training": training, "partial": True})
+    path = ctx.write_results(rows, {"settings": s, "training": training, "partial": False,
+                                    "vocab_size": len(vocab),
+                                    "train_chars": len(train_ids),
+                                    "valid_chars": len(valid_ids)})
+    return {"results": path, "rows": len(rows)}

@@ -1,0 +1,141 @@
+"""``probe``: how much position does each layer of a trained model still carry?
+
+For every scheme and seed, the lab's causal Transformer learns to predict the next character of
+the Python reference, as in :mod:`posenc.experiments.lm_extrapolation`. Before and after
+training, a linear probe (:func:`posenc.diagnostics.fit_probe`: closed-form ridge regression,
+scored on held-out windows) predicts each character's position in its window from the hidden
+states of every layer (the embedding output, then each block's). Probing representations for
+position follows Wang & Chen (2020) for encoders and Haviv et al. (2022) for language models
+without any positional encoding.
+
+One row per (scheme, seed, stage, layer), ``stage`` being ``"init"`` or ``"trained"``: the
+probe's held-out R^2, the accuracy of its rounded prediction and its mean absolute error. The
+metadata also hold, for the learned table, its mean cosine similarity by offset before and after
+training, and, for one validation sentence, every layer's and head's attention weights of each
+trained model (seed of the first run), for the pictures of the book.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from posenc.diagnostics import mean_by_offset, probe_layers, similarity
+from posenc.experiments import data
+from posenc.experiments.common import fit, make_model
+
+NAME = "probe"
+
+#: The schemes the book compares.
+PROBE_SCHEMES = ("none", "sinusoidal", "learned", "rope", "alibi")
+
+QUICK = dict(train_len=32, steps=200, batch_size=16, dim=64, depth=2, heads=4, lr=3e-3,
+             probe_windows=96, sentence_len=24)
+DEFAULT = dict(train_len=128, steps=2000, batch_size=64, dim=256, depth=4, heads=8, lr=1e-3,
+               probe_windows=512, sentence_len=48)
+
+def add_arguments(parser) -> None:
+    group = parser.add_argument_group(NAME)
+    group.add_argument("--schemes", nargs="+", default=None,
+                       help=f"positional schemes (default: {' '.join(PROBE_SCHEMES)})")
+    for option in ("train-len", "steps", "batch-size", "dim", "depth", "heads",
+                   "probe-windows", "sentence-len"):
+        group.add_argument(f"--{option}", type=int, default=None)
+    group.add_argument("--lr", type=float, default=None)
+    group.add_argument("--ridge", type=float, default=1.0, help="the probe's ridge penalty")
+
+
+def settings(args) -> dict:
+    base = QUICK if args.quick else DEFAULT
+    chosen = {k: (getattr(args, k) if getattr(args, k, None) is not None else v)
+              for k, v in base.items()}
+    chosen["schemes"] = list(args.schemes or PROBE_SCHEMES)
+    chosen["ridge"] = args.ridge
+    return chosen
+
+
+def sentence(valid_ids, vocab, length: int):
+    """The validation sentence whose attention is drawn: ``(ids (1, length), text)``.
+
+    The first place in the validation text where a sentence starts (a capital letter after
+    ``". "``) and the next ``length`` characters are letters, spaces and commas only: prose,
+    not code, so that the picture reads as a sentence.
+    """
+    import re
+
+    text = vocab.decode(valid_ids)
+    found = re.search(r"(?<=\. )[A-Z][A-Za-z ,]{%d}" % (length - 1), text)
+    start = found.start() if found else 0
+    ids = np.asarray(valid_ids[start:start + length])[None]
+    return ids, vocab.decode(ids[0])
+
+
+def _faces(framework):
+    if framework == "torch":
+        import posenc.torch.diagnostics as faces
+    else:
+        import posenc.keras.diagnostics as faces
+    return faces
+
+
+def _table(model, framework):
+    """The learned table of a lab Transformer as a NumPy array."""
+    if framework == "torch":
+        return model.position_encoding.table.detach().cpu().numpy()
+    import keras
+
+    return keras.ops.convert_to_numpy(model.position_weights[0])
+
+
+def _probe_rows(model, windows, s, ctx, scheme, seed, stage):
+    faces = _faces(ctx.framework)
+    hidden = faces.hidden_states(model, windows)
+    results = probe_layers(hidden, ridge=s["ridge"], seed=seed)
+    rows = []
+    for layer, result in enumerate(results):
+        rows.append({"scheme": scheme, "seed": seed, "stage": stage, "layer": layer,
+                     "r2": round(result.r2, 6), "accuracy": round(result.accuracy, 6),
+                     "mean_abs_error": round(result.mean_abs_error, 6),
+                     "train_r2": round(result.train_r2, 6)})
+    return rows
+
+
+def run(args, ctx) -> dict:
+    s = settings(args)
+    vocab, train_ids, valid_ids = data.split("pydoc")
+    windows = data.lm_windows(valid_ids, s["train_len"], max_windows=s["probe_windows"])[0]
+    if ctx.framework == "keras":
+        windows = windows.astype("int32")
+    sentence_ids, sentence_text = sentence(valid_ids, vocab, s["sentence_len"])
+    rows, table_profile, attention = [], {}, {}
+    for seed in ctx.seeds:
+        for scheme in s["schemes"]:
+            model = make_model(scheme, len(vocab), framework=ctx.framework, dim=s["dim"],
+                               depth=s["depth"], heads=s["heads"], max_len=s["train_len"],
+                               seed=seed)
+            rows += _probe_rows(model, windows, s, ctx, scheme, seed, "init")
+            if scheme == "learned":
+                before = mean_by_offset(similarity(_table(model, ctx.framework)))
+            result = fit(model, lambda step: data.lm_batch(
+                train_ids, s["batch_size"], s["train_len"], seed=seed * 1_000_003 + step),
+                steps=s["steps"], ctx=ctx, lr=s["lr"], desc=f"{scheme} seed {seed}")
+            trained = _probe_rows(model, windows, s, ctx, scheme, seed, "trained")
+            for row in trained:
+                row["final_loss"] = round(result["losses"][-1], 6)
+            rows += trained
+            if scheme == "learned":
+                offsets, after = mean_by_offset(similarity(_table(model, ctx.framework)))
+                keep = offsets >= 0
+                table_profile[str(seed)] = {"offsets": offsets[keep].tolist(),
+                                            "before": np.round(before[1][keep], 6).tolist(),
+                                            "after": np.round(after[keep], 6).tolist()}
+            if seed == ctx.seeds[0]:
+                maps = _faces(ctx.framework).attention_maps(
+                    model, sentence_ids.astype("int32" if ctx.framework == "keras" else "int64"))
+                attention[scheme] = np.round(np.stack([m[0] for m in maps]), 4).tolist()
+            ctx.log(f"{scheme} seed {seed}: probe R^2 by layer "
+                    + ", ".join(f"{row['r2']:.3f}" for row in trained))
+            ctx.write_results(rows, {"settings": s, "partial": True})
+    extra = {"settings": s, "learned_table_similarity_by_offset": table_profile,
+             "sentence": sentence_text, "attention": attention, "partial": False}
+    path = ctx.write_results(rows, extra)
+    return {"results": path, "rows": len(rows)}

@@ -1,0 +1,513 @@
+"""Multi-head attention and a small Transformer with every positional scheme (Keras face).
+
+Mirrors ``posenc/torch/attention.py`` name for name, with ``keras.ops`` only:
+``MultiHeadAttention(dim, heads, position=...)`` and ``Transformer(vocab_size,
+position=...)`` take the scheme by name (:data:`posenc.attention.POSITIONS`),
+and each scheme enters by its route (the embeddings, the rotation of queries
+and keys, a bias on the logits, Shaw's relative keys and values). The logits
+and the softmax are computed in float32 whatever the dtype policy. The
+``Transformer`` is a ``keras.Model``: ``compile`` and ``fit`` train it.
+Sequence lengths must be static (known when the graph is traced), as for the
+bias layers. The registry, the option rules and the cache are in
+``posenc/attention.py``; the checks in ``posenc/_checks.py``.
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from posenc._checks import (
+    check_cache_allowed,
+    check_embeddings,
+    check_grid_seq,
+    check_rank,
+    check_tokens,
+)
+from posenc.attention import (
+    NORM_EPS,
+    OPTION_NAMES,
+    Cache,
+    LayerCache,
+    attention_settings,
+    future_keys,
+    transformer_settings,
+)
+from posenc.keras._util import dtype_of
+from posenc.keras.bias import ALiBiBias, SwinRelativeBias, T5RelativeBias
+from posenc.keras.learned import HybridEncoding, LearnedEncoding
+from posenc.keras.rotary import RotaryEmbedding
+from posenc.keras.shaw import _relative_keys, _relative_values, shaw_attention, \
+    shaw_relative_index
+from posenc.keras.sinusoidal import SinusoidalEncoding
+from posenc.learned import TABLE_INIT_STD
+
+__all__ = ["MultiHeadAttention", "Transformer"]
+
+
+# --------------------------------------------------------------------------- each route's parts
+
+def _embedding(position: str, s: dict):
+    options = s["options"]
+    return {
+        "sinusoidal": lambda: SinusoidalEncoding(s["dim"], base=options.get("base", 10000.0)),
+        "learned": lambda: LearnedEncoding(s["max_len"], s["dim"]),
+        "hybrid": lambda: HybridEncoding(s["max_len"], s["dim"],
+                                         base=options.get("base", 10000.0)),
+    }[position]()
+
+
+def _bias(position: str, s: dict):
+    options = s["options"]
+    return {
+        "alibi": lambda: ALiBiBias(s["heads"], causal=s["causal"]),
+        "t5": lambda: T5RelativeBias(s["heads"], bidirectional=not s["causal"],
+                                     num_buckets=options["num_buckets"],
+                                     max_distance=options["max_distance"]),
+        "swin": lambda: SwinRelativeBias(s["heads"], options["grid"]),
+    }[position]()
+
+
+def _rotary(s: dict, dtype):
+    options = s["options"]
+    return RotaryEmbedding(s["head_dim"], base=options["base"], scaling=options["rope_scaling"],
+                           layout=options["rope_layout"], max_len=s["max_len"], dtype=dtype)
+
+
+def _options(base, rope_scaling, rope_layout, max_distance, num_buckets, grid) -> dict:
+    return {"base": base, "rope_scaling": rope_scaling, "rope_layout": rope_layout,
+            "max_distance": max_distance, "num_buckets": num_buckets, "grid": grid}
+
+
+def _option_config(options: dict) -> dict:
+    """Every scheme option for ``get_config``: the scheme's values, ``None`` for the rest."""
+    return {name: options.get(name) for name in OPTION_NAMES}
+
+
+def _layer_norm(x, scale, bias):
+    """Layer normalisation in float32, cast back to ``x``'s dtype."""
+    h = ops.cast(x, "float32")
+    mean = ops.mean(h, axis=-1, keepdims=True)
+    var = ops.mean(ops.square(h - mean), axis=-1, keepdims=True)
+    h = (h - mean) * ops.rsqrt(var + NORM_EPS)
+    h = h * ops.cast(scale, "float32") + ops.cast(bias, "float32")
+    return ops.cast(h, dtype_of(x))
+
+
+def _linear(x, kernel, bias):
+    return ops.matmul(x, ops.cast(kernel, dtype_of(x))) + ops.cast(bias, dtype_of(x))
+
+
+_GLOROT = keras.initializers.GlorotUniform
+_ZEROS = keras.initializers.Zeros
+_ONES = keras.initializers.Ones
+
+
+# --------------------------------------------------------------------------- attention
+
+@keras.saving.register_keras_serializable(package="posenc")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head self-attention with a positional scheme chosen by name.
+
+    Projects ``x`` to queries, keys and values, splits them into ``heads``
+    heads of ``dim // heads`` features, attends and projects back. The scheme
+    (:data:`posenc.attention.POSITIONS`) enters by its route: ``"rope"``
+    rotates the queries and keys (:class:`RotaryEmbedding`), ``"alibi"``,
+    ``"t5"`` and ``"swin"`` add their bias to the logits (:class:`ALiBiBias`,
+    :class:`T5RelativeBias`, :class:`SwinRelativeBias`), ``"shaw"`` adds
+    relative keys and values (:func:`shaw_attention`). The absolute schemes
+    (``"sinusoidal"``, ``"learned"``, ``"hybrid"``) and ``"none"`` leave this
+    layer plain attention: the :class:`Transformer` adds them to its embeddings.
+
+    The projections run in the layer's compute dtype; the logits and the
+    softmax in float32. The key projection has no bias (it would add one
+    constant to each row of logits, which the softmax ignores).
+
+    Args:
+        dim: model width; must equal ``x.shape[-1]``.
+        heads: number of heads; must divide ``dim``.
+        position: a name of :data:`posenc.attention.POSITIONS`. Default ``"none"``.
+        causal: each position attends only to itself and the ones before it.
+            Default ``False``.
+        max_len: the longest sequence (the rotary cache's first size). Default 512.
+        dropout: dropout rate of the attention weights. Default 0.
+        base: ``"rope"``'s wavelength base (10000).
+        rope_scaling: ``"rope"``'s Hugging Face ``rope_scaling`` dict, or ``None``.
+        rope_layout: ``"rope"``'s ``"half"`` (default) or ``"interleaved"``.
+        max_distance: ``"shaw"``'s clipping distance (16); ``"t5"``'s distance
+            where the last bucket starts (128).
+        num_buckets: ``"t5"``'s number of buckets (32).
+        grid: ``"swin"``'s ``(height, width)``; the sequence must hold
+            ``height * width`` patches.
+
+        Each scheme option is for the schemes named; ``None`` means its default.
+
+    Call arguments:
+        x: ``(batch, seq, dim)`` embeddings (``seq`` static).
+        cache: a :class:`posenc.attention.LayerCache` (:meth:`new_cache`), causal only:
+            ``x`` continues the cached positions, and its keys and values join the cache.
+        return_attention: also return the ``(batch, heads, seq, k_len)`` weights.
+        training: whether dropout is on.
+
+    Returns:
+        Tensor of the shape of ``x`` in the compute dtype; with
+        ``return_attention=True``, ``(output, weights)``, the weights in float32.
+
+    Weights:
+        query_kernel, key_kernel, value_kernel, output_kernel: ``(dim, dim)``,
+        applied as ``x @ kernel``; query_bias, value_bias, output_bias: ``(dim,)``;
+        the scheme's own (``position_bias``'s table, ``key_table``, ``value_table``).
+
+    Example:
+        >>> attn = MultiHeadAttention(32, 4, position="alibi", causal=True)
+        >>> tuple(attn(keras.random.normal((2, 10, 32), seed=0)).shape)
+        (2, 10, 32)
+
+    References:
+        Vaswani et al., "Attention Is All You Need", NeurIPS 2017.
+    """
+
+    def __init__(self, dim: int, heads: int, *, position: str = "none", causal: bool = False,
+                 max_len: int = 512, dropout: float = 0.0, base=None, rope_scaling=None,
+                 rope_layout=None, max_distance=None, num_buckets=None, grid=None, **kwargs):
+        kwargs.setdefault("autocast", False)   # weights cast by hand: logits in float32
+        super().__init__(**kwargs)
+        s = attention_settings(dim, heads, position, causal, max_len, dropout,
+                               _options(base, rope_scaling, rope_layout, max_distance,
+                                        num_buckets, grid), what="MultiHeadAttention")
+        self.dim, self.heads, self.head_dim = s["dim"], s["heads"], s["head_dim"]
+        self.position, self.route, self.causal = s["position"], s["route"], s["causal"]
+        self.max_len, self.dropout, self.options = s["max_len"], s["dropout"], s["options"]
+        for name in ("query", "key", "value", "output"):
+            setattr(self, f"{name}_kernel", self.add_weight(
+                name=f"{name}_kernel", shape=(self.dim, self.dim), initializer=_GLOROT()))
+        for name in ("query", "value", "output"):
+            setattr(self, f"{name}_bias", self.add_weight(
+                name=f"{name}_bias", shape=(self.dim,), initializer=_ZEROS()))
+        self.position_bias = _bias(self.position, s) if self.route == "bias" else None
+        self.rotary = _rotary(s, self.dtype_policy) if self.route == "rotary" else None
+        if self.route == "relative":
+            rows = 2 * self.options["max_distance"] + 1
+            table = keras.initializers.RandomNormal(stddev=TABLE_INIT_STD)
+            self.key_table = self.add_weight(name="key_table", shape=(rows, self.head_dim),
+                                             initializer=table)
+            self.value_table = self.add_weight(name="value_table", shape=(rows, self.head_dim),
+                                               initializer=table)
+        self.weights_dropout = keras.layers.Dropout(self.dropout) if self.dropout else None
+        self.built = True
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"dim": self.dim, "heads": self.heads, "position": self.position,
+                       "causal": self.causal, "max_len": self.max_len,
+                       "dropout": self.dropout, **_option_config(self.options)})
+        return config
+
+    def new_cache(self) -> LayerCache:
+        """An empty cache for decoding chunk by chunk (causal attention only)."""
+        check_cache_allowed(self.causal, what=type(self).__name__)
+        return LayerCache()
+
+    @property
+    def position_weights(self) -> list:
+        """The weights that belong to the positional scheme (bias tables, Shaw's tables)."""
+        out = [] if self.position_bias is None else list(self.position_bias.weights)
+        if self.route == "relative":
+            out += [self.key_table, self.value_table]
+        return out
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def compute_output_spec(self, x, cache=None, return_attention=False, training=None):
+        out = keras.KerasTensor(x.shape, dtype=self.compute_dtype)
+        if return_attention:
+            return out, keras.KerasTensor((x.shape[0], self.heads, x.shape[1], x.shape[1]),
+                                          dtype="float32")
+        return out
+
+    def _heads(self, x, kernel, bias=None):
+        """``x @ kernel (+ bias)`` split into ``(batch, heads, seq, head_dim)``."""
+        y = ops.matmul(x, ops.cast(kernel, dtype_of(x)))
+        if bias is not None:
+            y = y + ops.cast(bias, dtype_of(x))
+        batch, seq = ops.shape(x)[0], ops.shape(x)[1]
+        return ops.transpose(ops.reshape(y, (batch, seq, self.heads, self.head_dim)),
+                             (0, 2, 1, 3))
+
+    def call(self, x, cache=None, return_attention=False, training=None):
+        what = type(self).__name__
+        x = ops.convert_to_tensor(x)
+        check_embeddings(x.shape, self.dim, what=what)
+        check_rank("x", x.shape, 3, what=what, fix="pass (batch, seq, dim) embeddings")
+        if cache is not None:
+            check_cache_allowed(self.causal, what=what)
+        offset = 0 if cache is None else cache.length
+        seq = x.shape[1]
+        if self.position == "swin":
+            check_grid_seq(self.options["grid"], seq, what=what)
+        x = ops.cast(x, self.compute_dtype)
+        if seq == 0:
+            weights = ops.zeros((ops.shape(x)[0], self.heads, 0, offset), "float32")
+            return (x, weights) if return_attention else x
+        q = self._heads(x, self.query_kernel, self.query_bias)
+        k = self._heads(x, self.key_kernel)
+        v = self._heads(x, self.value_kernel, self.value_bias)
+        if self.rotary is not None:
+            q, k = self.rotary(q, k, offset=offset)
+        if cache is not None:
+            k, v = cache.append(k, v, lambda t: ops.concatenate(t, axis=-2))
+        dropping = bool(training) and self.weights_dropout is not None
+        if self.route == "relative" and not (return_attention or dropping):
+            z = shaw_attention(q, k, v, self.key_table, self.value_table,
+                               self.options["max_distance"], causal=self.causal)
+            weights = None
+        else:
+            z, weights = self._explicit(q, k, v, training)
+        z = ops.reshape(ops.transpose(ops.cast(z, self.compute_dtype), (0, 2, 1, 3)),
+                        (ops.shape(x)[0], ops.shape(x)[1], self.dim))
+        out = _linear(z, self.output_kernel, self.output_bias)
+        return (out, weights) if return_attention else out
+
+    def _logit_bias(self, q_len: int, k_len: int):
+        """The scheme's bias plus the causal mask, float32 ``(1, heads, q_len, k_len)``, or
+        ``None`` when there is neither."""
+        bias = None if self.position_bias is None else self.position_bias(q_len, k_len)
+        if self.causal:
+            future = future_keys(q_len, k_len, lambda n: ops.arange(n, dtype="int32"))
+            bias = ops.where(future, float("-inf"), 0.0 if bias is None else bias)
+        return None if bias is None else ops.cast(bias, "float32")
+
+    def _explicit(self, q, k, v, training):
+        """Softmax attention, logits and softmax in float32: (output, float32 weights)."""
+        q_len, k_len = q.shape[-2], k.shape[-2]
+        qf = ops.cast(q, "float32") * self.head_dim ** -0.5
+        logits = ops.matmul(qf, ops.swapaxes(ops.cast(k, "float32"), -1, -2))
+        index = None
+        if self.route == "relative":
+            index = ops.convert_to_tensor(shaw_relative_index(q_len, k_len,
+                                                              self.options["max_distance"]))
+            logits = logits + _relative_keys(qf, ops.cast(self.key_table, "float32"), index)
+        bias = self._logit_bias(q_len, k_len)
+        if bias is not None:
+            logits = logits + bias
+        # (one key: Keras warns about a softmax over an axis of size 1; it is 1)
+        weights = ops.softmax(logits, axis=-1) if k_len != 1 else ops.ones_like(logits)
+        dropped = weights
+        if self.weights_dropout is not None:
+            dropped = self.weights_dropout(weights, training=training)
+        if index is not None:
+            z = ops.matmul(dropped, ops.cast(v, "float32"))
+            z = z + _relative_values(dropped, ops.cast(self.value_table, "float32"), index)
+        else:
+            z = ops.matmul(ops.cast(dropped, dtype_of(v)), v)
+        return z, weights
+
+
+# --------------------------------------------------------------------------- the model
+
+class _Block(keras.layers.Layer):
+    """One pre-norm block: ``x + attention(norm(x))``, then ``x + mlp(norm(x))``."""
+
+    def __init__(self, s: dict, **kwargs):
+        kwargs.setdefault("autocast", False)
+        super().__init__(**kwargs)
+        dim, mlp_dim = s["dim"], s["mlp_dim"]
+
+        def weight(name, shape, init):
+            return self.add_weight(name=name, shape=shape, initializer=init)
+
+        self.attention_norm_scale = weight("attention_norm_scale", (dim,), _ONES())
+        self.attention_norm_bias = weight("attention_norm_bias", (dim,), _ZEROS())
+        self.attention = MultiHeadAttention(dim, s["heads"], position=s["position"],
+                                            causal=s["causal"], max_len=s["max_len"],
+                                            dropout=s["dropout"], **s["options"],
+                                            dtype=self.dtype_policy)
+        self.mlp_norm_scale = weight("mlp_norm_scale", (dim,), _ONES())
+        self.mlp_norm_bias = weight("mlp_norm_bias", (dim,), _ZEROS())
+        self.mlp_hidden_kernel = weight("mlp_hidden_kernel", (dim, mlp_dim), _GLOROT())
+        self.mlp_hidden_bias = weight("mlp_hidden_bias", (mlp_dim,), _ZEROS())
+        self.mlp_output_kernel = weight("mlp_output_kernel", (mlp_dim, dim), _GLOROT())
+        self.mlp_output_bias = weight("mlp_output_bias", (dim,), _ZEROS())
+        self.residual_dropout = keras.layers.Dropout(s["dropout"]) if s["dropout"] else None
+        self.built = True
+
+    def _drop(self, h, training):
+        return h if self.residual_dropout is None else self.residual_dropout(h, training=training)
+
+    def call(self, x, cache=None, return_attention=False, training=None):
+        h = _layer_norm(x, self.attention_norm_scale, self.attention_norm_bias)
+        h = self.attention(h, cache=cache, return_attention=return_attention, training=training)
+        h, weights = h if return_attention else (h, None)
+        x = x + self._drop(h, training)
+        h = _layer_norm(x, self.mlp_norm_scale, self.mlp_norm_bias)
+        h = ops.gelu(_linear(h, self.mlp_hidden_kernel, self.mlp_hidden_bias), approximate=False)
+        x = x + self._drop(_linear(h, self.mlp_output_kernel, self.mlp_output_bias), training)
+        return x, weights
+
+
+@keras.saving.register_keras_serializable(package="posenc")
+class Transformer(keras.Model):
+    """A small pre-norm Transformer language model (or encoder) with any positional scheme.
+
+    Token embeddings, the scheme's encoding added to them when its route is
+    the embeddings (``"sinusoidal"``, ``"learned"``, ``"hybrid"``), ``depth``
+    pre-norm blocks (:class:`MultiHeadAttention` with the scheme, then a GELU
+    MLP, each added back to the residual stream), a final layer norm and a
+    linear head to ``vocab_size`` logits. ``causal=True`` (default) makes it
+    a decoder that can decode with a cache (:meth:`new_cache`); ``causal=False``
+    an encoder (``"swin"`` is for encoders on a patch grid). A ``keras.Model``:
+    ``compile`` it with a loss on logits and train it with ``fit``.
+
+    Args:
+        vocab_size: number of token ids.
+        dim: model width. Default 64.
+        depth: number of blocks. Default 2.
+        heads: attention heads; must divide ``dim``. Default 4.
+        mlp_dim: hidden width of the MLP. Default ``4 * dim``.
+        causal: decoder (``True``, default) or encoder.
+        position: a name of :data:`posenc.attention.POSITIONS`. Default ``"rope"``.
+        max_len: rows of a learned table (``"learned"``, ``"hybrid"``); the rotary
+            cache's first size. Default 512.
+        dropout: dropout rate (embeddings, attention weights, residual branches).
+            Default 0.
+        base, rope_scaling, rope_layout, max_distance, num_buckets, grid: the
+            scheme's options, as in :class:`MultiHeadAttention` (``base`` also
+            for ``"sinusoidal"`` and ``"hybrid"``); ``None`` means its default.
+
+    Call arguments:
+        tokens: int ``(batch, seq)`` token ids (``seq`` static).
+        cache: a :class:`posenc.attention.Cache` from :meth:`new_cache` (causal only):
+            ``tokens`` continue the cached positions; the cache grows in place.
+        return_hidden: also return the hidden states: a list of ``depth + 1``
+            ``(batch, seq, dim)`` tensors, the embedding output then each block's.
+        return_attention: also return a list per layer of the
+            ``(batch, heads, seq, k_len)`` attention weights (float32).
+        training: whether dropout is on.
+
+    Returns:
+        ``(batch, seq, vocab_size)`` logits in the compute dtype; ``(logits, hidden)``,
+        ``(logits, attention)`` or ``(logits, hidden, attention)`` when asked.
+
+    Example:
+        >>> model = Transformer(100, position="alibi")
+        >>> tokens = keras.random.randint((2, 12), 0, 100, seed=0)
+        >>> tuple(model(tokens).shape)
+        (2, 12, 100)
+        >>> cache = model.new_cache()
+        >>> steps = [model(tokens[:, i:i + 1], cache=cache) for i in range(12)]
+        >>> bool(keras.ops.all(keras.ops.isclose(keras.ops.concatenate(steps, 1),
+        ...                                      model(tokens), atol=1e-5)))
+        True
+
+    References:
+        Vaswani et al., "Attention Is All You Need", NeurIPS 2017.
+        Xiong et al., "On Layer Normalization in the Transformer Architecture",
+        ICML 2020 (pre-norm).
+    """
+
+    def __init__(self, vocab_size: int, *, dim: int = 64, depth: int = 2, heads: int = 4,
+                 mlp_dim=None, causal: bool = True, position: str = "rope", max_len: int = 512,
+                 dropout: float = 0.0, base=None, rope_scaling=None, rope_layout=None,
+                 max_distance=None, num_buckets=None, grid=None, **kwargs):
+        kwargs.setdefault("autocast", False)
+        super().__init__(**kwargs)
+        s = transformer_settings(vocab_size, dim, depth, heads, mlp_dim, causal, position,
+                                 max_len, dropout, _options(base, rope_scaling, rope_layout,
+                                                            max_distance, num_buckets, grid))
+        self.vocab_size, self.dim, self.depth = s["vocab_size"], s["dim"], s["depth"]
+        self.heads, self.mlp_dim, self.causal = s["heads"], s["mlp_dim"], s["causal"]
+        self.position, self.route, self.max_len = s["position"], s["route"], s["max_len"]
+        self.dropout, self.options = s["dropout"], s["options"]
+        self.token_embedding = self.add_weight(
+            name="token_embedding", shape=(self.vocab_size, self.dim),
+            initializer=keras.initializers.RandomNormal(stddev=TABLE_INIT_STD))
+        self.position_encoding = (_embedding(self.position, s) if self.route == "embedding"
+                                  else None)
+        self.embedding_dropout = keras.layers.Dropout(self.dropout) if self.dropout else None
+        self.blocks = [_Block(s, dtype=self.dtype_policy) for _ in range(self.depth)]
+        self.norm_scale = self.add_weight(name="norm_scale", shape=(self.dim,),
+                                          initializer=_ONES())
+        self.norm_bias = self.add_weight(name="norm_bias", shape=(self.dim,),
+                                         initializer=_ZEROS())
+        self.output_kernel = self.add_weight(name="output_kernel",
+                                             shape=(self.dim, self.vocab_size),
+                                             initializer=_GLOROT())
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,),
+                                           initializer=_ZEROS())
+        self.built = True
+
+    def get_config(self):
+        config = {"name": self.name, "trainable": self.trainable,
+                  "dtype": keras.saving.serialize_keras_object(self.dtype_policy)}
+        config.update({"vocab_size": self.vocab_size, "dim": self.dim, "depth": self.depth,
+                       "heads": self.heads, "mlp_dim": self.mlp_dim, "causal": self.causal,
+                       "position": self.position, "max_len": self.max_len,
+                       "dropout": self.dropout, **_option_config(self.options)})
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
+        return cls(**config)
+
+    def new_cache(self) -> Cache:
+        """An empty cache for decoding chunk by chunk (causal models only)."""
+        check_cache_allowed(self.causal, what=type(self).__name__)
+        return Cache(self.depth)
+
+    @property
+    def position_weights(self) -> list:
+        """The weights that belong to the positional scheme: the learned table or offsets,
+        each layer's bias table or Shaw's tables (empty for none, sinusoidal, rope, alibi)."""
+        out = [] if self.position_encoding is None else list(self.position_encoding.weights)
+        for block in self.blocks:
+            out += block.attention.position_weights
+        return out
+
+    def embed(self, tokens, offset: int = 0):
+        """Token embeddings plus the scheme's encoding (when it enters there), before dropout."""
+        x = ops.take(ops.cast(self.token_embedding, self.compute_dtype), tokens, axis=0)
+        if self.position_encoding is not None:
+            positions = None if offset == 0 else ops.arange(
+                offset, offset + tokens.shape[1], dtype="int32")
+            x = ops.cast(self.position_encoding(x, positions), self.compute_dtype)
+        return x
+
+    def compute_output_spec(self, tokens, cache=None, return_hidden=False,
+                            return_attention=False, training=None):
+        batch, seq = tokens.shape[0], tokens.shape[1]
+        out = (keras.KerasTensor((batch, seq, self.vocab_size), dtype=self.compute_dtype),)
+        if return_hidden:
+            out += ([keras.KerasTensor((batch, seq, self.dim), dtype=self.compute_dtype)
+                     for _ in range(self.depth + 1)],)
+        if return_attention:
+            out += ([keras.KerasTensor((batch, self.heads, seq, seq), dtype="float32")
+                     for _ in range(self.depth)],)
+        return out[0] if len(out) == 1 else out
+
+    def call(self, tokens, cache=None, return_hidden=False, return_attention=False,
+             training=None):
+        what = type(self).__name__
+        tokens = ops.convert_to_tensor(tokens)
+        check_tokens(tuple(tokens.shape), dtype_of(tokens), what=what)
+        if cache is not None:
+            check_cache_allowed(self.causal, what=what)
+        if self.position == "swin":
+            check_grid_seq(self.options["grid"], tokens.shape[1], what=what)
+        x = self.embed(tokens, 0 if cache is None else cache.length)
+        if self.embedding_dropout is not None:
+            x = self.embedding_dropout(x, training=training)
+        hidden, attention = [x], []
+        for i, block in enumerate(self.blocks):
+            x, weights = block(x, cache=None if cache is None else cache.layers[i],
+                               return_attention=return_attention, training=training)
+            hidden.append(x)
+            attention.append(weights)
+        logits = _linear(_layer_norm(x, self.norm_scale, self.norm_bias), self.output_kernel,
+                         self.output_bias)
+        out = (logits,) + ((hidden,) if return_hidden else ()) \
+            + ((attention,) if return_attention else ())
+        return out[0] if len(out) == 1 else out

@@ -1,0 +1,298 @@
+"""posenc.experiments: the command line, the data, the metadata, the results, distributed runs."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from posenc.experiments import EXPERIMENTS, experiment, load_results, results_path
+from posenc.experiments import data
+from posenc.experiments.cli import main, parse_args
+from posenc.experiments.common import (ExperimentContext, metadata, read_results,
+                                       write_results)
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["--schemes", "alibi", "--tasks", "copy", "--train-len", "4", "--steps", "12",
+        "--batch-size", "8", "--dim", "16", "--depth", "1", "--heads", "2",
+        "--eval-examples", "6", "--no-progress"]
+
+
+def _env():
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1",
+               TF_CPP_MIN_LOG_LEVEL="2")
+    return env
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def test_every_experiment_has_its_functions():
+    for name in ("length-generalization", "lm-extrapolation", "ablation"):
+        module = experiment(name)
+        assert callable(module.add_arguments) and callable(module.run), name
+    assert set(EXPERIMENTS) >= {"length-generalization", "lm-extrapolation", "ablation"}
+
+
+def test_unknown_experiment_is_refused():
+    with pytest.raises(ValueError, match="name must be one of"):
+        experiment("lenght-generalization")
+    with pytest.raises(SystemExit):
+        parse_args(["lenght-generalization"])
+
+
+def test_parse_common_and_own_options():
+    args = parse_args(["length-generalization", "--quick", "--seeds", "3", "4", "--out", "x",
+                       "--framework", "keras", "--tasks", "reverse", "--train-len", "5"])
+    assert args.name == "length-generalization" and args.quick
+    assert args.seeds == [3, 4] and args.seed == 3
+    assert args.framework == "keras" and args.out == Path("x")
+    assert args.tasks == ["reverse"] and args.train_len == 5
+    assert parse_args(["ablation"]).seeds == [0]
+    assert parse_args(["ablation", "--seed", "7"]).seeds == [7]
+
+
+@pytest.mark.parametrize("argv", [
+    ["ablation", "--seed", "1", "--seeds", "2"],       # one or the other
+    ["ablation", "--framework", "jax"],
+    ["lm-extrapolation", "--tasks", "copy"],           # not an option of this experiment
+    ["ablation", "--seeds", "-1"],
+])
+def test_bad_command_lines_exit(argv):
+    with pytest.raises(SystemExit):
+        parse_args(argv)
+
+
+def test_quick_and_default_sizes():
+    lg = experiment("length-generalization")
+    quick = lg.settings(parse_args(["length-generalization", "--quick"]))
+    full = lg.settings(parse_args(["length-generalization"]))
+    assert quick["test_len"] == 2 * quick["train_len"]
+    assert full["train_len"] == 20 and full["test_len"] == 40     # as in Kazemnejad et al.
+    assert quick["steps"] < full["steps"] and quick["dim"] < full["dim"]
+    given = lg.settings(parse_args(["length-generalization", "--quick", "--steps", "3"]))
+    assert given["steps"] == 3
+
+
+# --------------------------------------------------------------------------- the data
+
+
+def _outputs(inputs, targets, weights):
+    """Per row: the input symbols (before SEP) and the weighted targets (the output)."""
+    for x, y, w in zip(inputs, targets, weights):
+        sep = int(np.argmax(x == data.SEP))
+        yield x[:sep], y[w > 0]
+
+
+@pytest.mark.parametrize("task, expect", [
+    ("copy", lambda s: s),
+    ("reverse", lambda s: s[::-1]),
+    ("sort", np.sort),
+])
+def test_task_targets(task, expect):
+    inputs, targets, weights = data.task_batch(task, [1, 3, 7, 12], seed=5)
+    for row, (source, output) in enumerate(_outputs(inputs, targets, weights)):
+        assert len(source) == [1, 3, 7, 12][row]
+        np.testing.assert_array_equal(output, expect(source))
+    assert (inputs[:, 1:][weights[:, 1:] > 0] == targets[:, :-1][weights[:, 1:] > 0]).all()
+
+
+def test_reverse_is_not_copy():
+    inputs, targets, weights = data.task_batch("reverse", [6], seed=0)
+    source, output = next(_outputs(inputs, targets, weights))
+    assert not np.array_equal(source, output)
+    np.testing.assert_array_equal(output[::-1], source)
+
+
+def test_addition_targets_are_sums():
+    inputs, targets, weights = data.task_batch("addition", [1, 4, 9], seed=3)
+    for x, y, w in zip(inputs, targets, weights):
+        sep = int(np.argmax(x == data.SEP))
+        plus = int(np.argmax(x == data.PLUS))
+        a, b = x[:plus] - 3, x[plus + 1:sep] - 3
+        digits = y[w > 0] - 3
+        value = lambda ds: sum(int(d) * 10 ** i for i, d in enumerate(ds))  # noqa: E731
+        assert len(a) == len(b) and len(digits) == len(a) + 1
+        assert value(digits) == value(a) + value(b)
+
+
+def test_padding_and_widths():
+    inputs, targets, weights = data.task_batch("copy", [2, 5], seed=0, width=20)
+    assert inputs.shape == (2, 20)
+    assert (inputs[0, 4:] == data.PAD).all() and weights[0].sum() == 2
+    assert data.sequence_width("copy", 5) == 10 and data.sequence_width("addition", 5) == 17
+    with pytest.raises(ValueError, match="width"):
+        data.task_batch("copy", [5], seed=0, width=3)
+
+
+def test_task_data_come_from_the_seed():
+    a = data.length_batches("sort", 6, 10, seed=2)
+    b = data.length_batches("sort", 6, 10, seed=2)
+    c = data.length_batches("sort", 6, 10, seed=3)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+    assert not np.array_equal(a[0], c[0])
+    assert a[0].shape[1] == data.sequence_width("sort", 6)
+
+
+def test_corpus_split_and_windows():
+    vocab, train, valid = data.split("pydoc")
+    assert len(train) > 400_000 and 40_000 < len(valid) < len(train) / 8
+    assert vocab.decode(train[:50]) == data.load_corpus("pydoc")[0][:50]
+    x, y, w = data.lm_batch(train, 4, 16, seed=0)
+    np.testing.assert_array_equal(x[:, 1:], y[:, :-1])
+    x, y, w = data.lm_windows(valid, 100)
+    assert x.shape == (len(valid[:-1]) // 100, 100)
+    np.testing.assert_array_equal(x.reshape(-1), valid[: x.size])     # non-overlapping, in order
+    np.testing.assert_array_equal(y.reshape(-1), valid[1: x.size + 1])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("datasets") is not None,
+                    reason="datasets is installed")
+def test_wikitext_without_datasets_says_what_to_do():
+    with pytest.raises(ValueError, match="pip install datasets"):
+        data.load_corpus("wikitext-103")
+
+
+# --------------------------------------------------------------------------- metadata, results
+
+
+def test_metadata_fields():
+    ctx = ExperimentContext(name="ablation", seeds=[1, 2], command="python -m x ablation")
+    meta = metadata(ctx)
+    for key in ("command", "commit", "hardware", "versions", "seeds", "wall_seconds",
+                "started_utc", "world_size", "framework", "quick"):
+        assert key in meta, key
+    assert meta["seeds"] == [1, 2] and meta["command"] == "python -m x ablation"
+    assert meta["hardware"]["cpu_cores"] == os.cpu_count()
+    assert meta["versions"]["python"].startswith("3.") and "numpy" in meta["versions"]
+    assert len(meta["commit"].split("+")[0]) == 40 or meta["commit"] == "unknown"
+
+
+def test_results_round_trip(tmp_path):
+    rows = [{"scheme": "alibi", "length": np.int64(4), "exact_match": np.float32(0.5)},
+            {"scheme": "rope", "length": 8, "exact_match": 0.25}]
+    path = write_results(tmp_path / "demo", "results", rows, {"seeds": [0]})
+    back = read_results(path)
+    assert back["meta"] == {"seeds": [0]}
+    assert back["rows"] == [{"scheme": "alibi", "length": 4, "exact_match": 0.5},
+                            {"scheme": "rope", "length": 8, "exact_match": 0.25}]
+    with open(path.with_suffix(".csv")) as handle:
+        table = list(csv.DictReader(handle))
+    assert [r["scheme"] for r in table] == ["alibi", "rope"] and table[1]["length"] == "8"
+    assert load_results("demo", folder=tmp_path) == back
+    with pytest.raises(ValueError, match="no results"):
+        load_results("demo", framework="keras", folder=tmp_path)
+
+
+def test_rank_one_does_not_write(tmp_path):
+    ctx = ExperimentContext(name="demo", rank=1, world_size=2, out=tmp_path)
+    assert ctx.write_results([{"a": 1}]) is None
+    assert not (tmp_path / "demo").exists()
+    np.testing.assert_array_equal(ctx.shard(np.arange(6)), [1, 3, 5])
+
+
+@pytest.mark.parametrize("name", ["length-generalization", "lm-extrapolation", "ablation"])
+def test_committed_results_have_metadata(name):
+    path = results_path(name)
+    if not path.exists():
+        pytest.skip(f"no committed results for {name} yet")
+    results = load_results(name)
+    meta = results["meta"]
+    assert meta["experiment"] == name and meta["command"].startswith(
+        ("python -m posenc.experiments", "torchrun"))
+    assert meta["wall_seconds"] > 0 and meta["seeds"] and results["rows"]
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def test_tiny_run_writes_rows_and_metadata(tmp_path, capsys):
+    main(["length-generalization", *TINY, "--device", "cpu", "--out", str(tmp_path)])
+    results = load_results("length-generalization", folder=tmp_path)
+    rows = results["rows"]
+    assert [r["length"] for r in rows] == list(range(1, 9))     # test to twice L = 4
+    assert all(0.0 <= r["exact_match"] <= r["token_accuracy"] <= 1.0 for r in rows)
+    assert [r["in_distribution"] for r in rows] == [True] * 4 + [False] * 4
+    meta = results["meta"]
+    assert meta["settings"]["train_len"] == 4 and meta["training"][0]["scheme"] == "alibi"
+    assert meta["command"].startswith("python -m posenc.experiments length-generalization")
+    assert "--out" not in meta["command"] and str(tmp_path) not in json.dumps(results)
+
+
+def _run(cmd, tmp):
+    done = subprocess.run(cmd, cwd=tmp, env=_env(), capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_two_gloo_processes_match_one_process(tmp_path):
+    """torchrun with 2 CPU processes (gloo) trains on the same global batches as one process:
+    the same initial loss, the same training losses to float rounding, the same evaluation."""
+    args = ["-m", "posenc.experiments", "length-generalization", *TINY, "--device", "cpu"]
+    _run([sys.executable, *args, "--out", str(tmp_path / "one")], tmp_path)
+    _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+          "--standalone", *args, "--out", str(tmp_path / "two")], tmp_path)
+    one = load_results("length-generalization", folder=tmp_path / "one")
+    two = load_results("length-generalization", folder=tmp_path / "two")
+    assert two["meta"]["world_size"] == 2 and one["meta"]["world_size"] == 1
+    assert two["meta"]["command"].startswith("torchrun --nproc_per_node 2")
+    t1, t2 = one["meta"]["training"][0], two["meta"]["training"][0]
+    assert t2["first_loss"] == pytest.approx(t1["first_loss"], rel=1e-6)
+    assert t2["final_loss"] == pytest.approx(t1["final_loss"], rel=1e-3)
+    for r1, r2 in zip(one["rows"], two["rows"], strict=True):
+        assert r1["length"] == r2["length"]
+        assert r2["token_accuracy"] == pytest.approx(r1["token_accuracy"], abs=0.02)
+    assert not list((tmp_path / "two").rglob("*keras*"))
+
+
+@pytest.mark.keras
+def test_keras_quick_smoke(tmp_path):
+    if importlib.util.find_spec("posenc.keras.attention") is None:
+        pytest.skip("the Keras Transformer is not in this checkout")
+    main(["lm-extrapolation", "--quick", "--framework", "keras", "--schemes", "alibi",
+          "--steps", "3", "--batch-size", "4", "--train-len", "16", "--eval-lens", "16", "32",
+          "--dim", "16", "--depth", "1", "--heads", "2", "--eval-chars", "256",
+          "--no-progress", "--out", str(tmp_path)])
+    results = load_results("lm-extrapolation", framework="keras", folder=tmp_path)
+    assert results["meta"]["framework"] == "keras" and "keras" in results["meta"]["versions"]
+    assert [r["eval_len"] for r in results["rows"]] == [16, 32]
+    assert all(np.isfinite(r["perplexity"]) for r in results["rows"])
+    assert json.dumps(results)   # plain JSON
+
+
+@pytest.mark.parametrize("name", ["posenc.experiments.data", "posenc.experiments.analysis"])
+def test_docstring_examples(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name),
+                             optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_importing_the_lab_imports_no_framework():
+    code = ("import sys, posenc.experiments, posenc.experiments.cli, posenc.experiments.data, "
+            "posenc.experiments.analysis; print(sorted(m for m in ('torch', 'keras', "
+            "'tensorflow') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=_env(), cwd=ROOT)
+    assert out.stdout.strip() == "[]"
+
+
+def test_analysis_summaries():
+    from posenc.experiments.analysis import lm_ratio, markdown_table, ranking
+
+    rows = [{"scheme": "a", "eval_len": n, "perplexity": p, "seed": s}
+            for s, (p1, p2) in enumerate([(2.0, 4.0), (4.0, 4.0)]) for n, p in ((8, p1), (16, p2))]
+    assert lm_ratio(rows, "a", 16, 8) == pytest.approx(4.0 / 3.0)
+    acc = [{"scheme": "x", "token_accuracy": 0.2}, {"scheme": "y", "token_accuracy": 0.9}]
+    assert ranking(acc) == [("y", 0.9), ("x", 0.2)]
+    assert markdown_table(["a", "b"], [["x", 1.234]]).splitlines()[2] == "| x | 1.23 |"
