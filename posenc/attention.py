@@ -57,7 +57,7 @@ OPTION_NAMES = ("base", "rope_scaling", "rope_layout", "max_distance", "num_buck
 class Scheme:
     """One positional scheme: how it enters attention and what it reads.
 
-    Fields:
+    Attributes:
         route: one of :data:`ROUTES`.
         options: the scheme options it uses, each with its default (``None`` for a
             required one).
@@ -233,3 +233,53 @@ def transformer_settings(vocab_size, dim, depth, heads, mlp_dim, causal, positio
     settings["mlp_dim"] = (4 * settings["dim"] if mlp_dim is None else check_positive_int(
         "mlp_dim", mlp_dim, what=what, fix="the usual value is 4 * dim"))
     return settings
+
+
+def given_options(base=None, rope_scaling=None, rope_layout=None, max_distance=None,
+                  num_buckets=None, grid=None) -> dict:
+    """The scheme options of a constructor's keywords, as one dict (``None``: not given)."""
+    return {"base": base, "rope_scaling": rope_scaling, "rope_layout": rope_layout,
+            "max_distance": max_distance, "num_buckets": num_buckets, "grid": grid}
+
+
+def _embedding_layer(s: dict):
+    base = s["options"].get("base")
+    return {"sinusoidal": ("SinusoidalEncoding", (s["dim"],), {"base": base}),
+            "learned": ("LearnedEncoding", (s["max_len"], s["dim"]), {}),
+            "hybrid": ("HybridEncoding", (s["max_len"], s["dim"]), {"base": base}),
+            }[s["position"]]
+
+
+def _bias_layer(s: dict):
+    options = s["options"]
+    return {"alibi": ("ALiBiBias", (s["heads"],), {"causal": s["causal"]}),
+            "t5": ("T5RelativeBias", (s["heads"],),
+                   {"bidirectional": not s["causal"], "num_buckets": options.get("num_buckets"),
+                    "max_distance": options.get("max_distance")}),
+            "swin": ("SwinRelativeBias", (s["heads"], options.get("grid")), {}),
+            }[s["position"]]
+
+
+def _rotary_layer(s: dict):
+    options = s["options"]
+    return ("RotaryEmbedding", (s["head_dim"],),
+            {"base": options["base"], "scaling": options["rope_scaling"],
+             "layout": options["rope_layout"], "max_len": s["max_len"]})
+
+
+#: route -> the face class (by name) that carries the scheme, and its arguments, from the
+#: settings of :func:`attention_settings`. The embedding route's layer belongs to the
+#: Transformer, the others to each MultiHeadAttention; "relative" owns plain tables.
+ROUTE_LAYERS = {"embedding": _embedding_layer, "bias": _bias_layer, "rotary": _rotary_layer}
+
+
+def route_layer(s: dict, route: str, classes: dict, **layer_kwargs):
+    """The face's layer for ``s``'s scheme when it enters by ``route``, else ``None``.
+
+    ``classes`` maps class names to the face's classes; ``layer_kwargs`` go to the
+    layer too (Keras's ``dtype``).
+    """
+    if s["route"] != route:
+        return None
+    name, args, kwargs = ROUTE_LAYERS[route](s)
+    return classes[name](*args, **kwargs, **layer_kwargs)

@@ -142,6 +142,34 @@ def test_same_weights_same_logits_in_both_faces(position, source):
         np.testing.assert_allclose(np32(a), np32(b), **PARITY)
 
 
+@pytest.mark.keras
+@pytest.mark.parametrize("position", ["none", "learned", "shaw", "t5", "alibi", "rope"])
+def test_encoders_same_logits_in_both_faces(position):
+    t, k = model("torch", position, causal=False), model("keras", position, causal=False)
+    randomize("torch", t)
+    copy_weights(t, k)
+    toks = tokens(4)
+    np.testing.assert_allclose(np32(run("keras", k, toks)), np32(run("torch", t, toks)), **PARITY)
+    logits, attn = run("torch", t, toks, return_attention=True)
+    assert (np32(attn[0])[..., 0, 1:] > 0).all()        # the first query sees later keys
+
+
+@pytest.mark.parametrize("face", ["torch", pytest.param("keras", marks=pytest.mark.keras)])
+def test_dropout_only_in_training(face):
+    m = model(face, "shaw", dropout=0.3)
+    toks = tokens()
+    if face == "torch":
+        m.train()
+        with torch.no_grad():
+            trained = [np32(m(torch.as_tensor(toks))) for _ in range(2)]
+        evaluated = np32(run("torch", m, toks))
+    else:
+        trained = [np32(m(toks, training=True)) for _ in range(2)]
+        evaluated = np32(m(toks, training=False))
+    assert not np.allclose(trained[0], trained[1])
+    np.testing.assert_array_equal(evaluated, np32(run(face, m, toks)))
+
+
 # --------------------------------------------------------------------------- cached decoding
 
 def _decode(face: str, m, toks, chunks):

@@ -18,6 +18,7 @@ MODULES = [
     "posenc.rotary", "posenc.torch.rotary", "posenc.keras.rotary",
     "posenc.diagnostics", "posenc.torch.diagnostics", "posenc.keras.diagnostics",
     "posenc.experiments.gradients",
+    "posenc.attention", "posenc.torch.attention", "posenc.keras.attention",
 ]
 
 

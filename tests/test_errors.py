@@ -675,6 +675,107 @@ SHAW = [
         "windowed_attention: q_len must be at most k_len", "got q_len=4, k_len=2"),
 ]
 
+def tokens(*shape, dtype="int32"):
+    return np.zeros(shape, dtype)
+
+
+def model_call(*args, toks=None, cache=False, **kwargs):
+    """The call that builds ``Transformer(*args, **kwargs)`` and runs it on ``toks``
+    (with a fresh cache, or with the cache of a causal twin when ``cache`` is set)."""
+    def call(on):
+        m = on.m.Transformer(*args, **kwargs)
+        more = {}
+        if cache:
+            more["cache"] = on.m.Transformer(*args, **{**kwargs, "causal": True}).new_cache()
+        return m(on.t(toks), **more)
+    return call
+
+
+ATTENTION = [
+    row("MultiHeadAttention-position", make("MultiHeadAttention", 8, 2, position="nope"),
+        "MultiHeadAttention: position must be one of 'none', 'sinusoidal', 'learned', 'hybrid', "
+        "'shaw', 't5', 'alibi', 'swin', 'rope', got position='nope'; see "
+        "posenc.attention.POSITIONS"),
+    row("Transformer-position", make("Transformer", 10, position="RoPE"),
+        "Transformer: position must be one of", "got position='RoPE'"),
+    row("MultiHeadAttention-heads-do-not-divide", make("MultiHeadAttention", 10, 4),
+        "MultiHeadAttention: heads must divide dim (each head gets dim // heads features), got "
+        "dim=10 and heads=4; use heads=2 or heads=5, or a dim that is a multiple of 4"),
+    row("Transformer-heads-do-not-divide", make("Transformer", 10, dim=24, heads=5),
+        "Transformer: heads must divide dim", "got dim=24 and heads=5; use heads=4 or heads=6"),
+    row("Transformer-heads=0", make("Transformer", 10, heads=0),
+        "Transformer: heads must be a positive integer, got heads=0"),
+    row("Transformer-vocab_size", make("Transformer", 0),
+        "Transformer: vocab_size must be a positive integer, got vocab_size=0; pass the number "
+        "of distinct token ids"),
+    row("Transformer-depth", make("Transformer", 10, depth=0),
+        "Transformer: depth must be a positive integer, got depth=0"),
+    row("Transformer-dropout", make("Transformer", 10, dropout=1.5),
+        "Transformer: dropout must be a finite number", "got dropout=1.5"),
+    row("Transformer-causal", make("Transformer", 10, causal="yes"),
+        "Transformer: causal must be True or False, got causal='yes'"),
+    row("Transformer-option-not-used", make("Transformer", 10, position="alibi", max_distance=8),
+        "Transformer: max_distance is not an option of position='alibi' (its options: none), "
+        "got max_distance=8; drop max_distance, or pick a position that uses it"),
+    row("MultiHeadAttention-option-not-used", make("MultiHeadAttention", 8, 2, position="rope",
+                                                   grid=(2, 2)),
+        "MultiHeadAttention: grid is not an option of position='rope' (its options: base, "
+        "rope_scaling, rope_layout), got grid=(2, 2)"),
+    row("Transformer-swin-without-grid", make("Transformer", 10, position="swin", causal=False),
+        "Transformer: position='swin' needs grid, got grid=None; pass grid=(height, width)"),
+    row("Transformer-swin-causal", make("Transformer", 10, position="swin", grid=(2, 2)),
+        "Transformer: position='swin' is an encoder scheme", "got causal=True; pass "
+        "causal=False"),
+    row("Transformer-grid", make("Transformer", 10, position="swin", causal=False, grid=(2, 0)),
+        "Transformer: grid must be a (height, width) pair of positive integers, got grid=(2, 0)"),
+    row("Transformer-grid-does-not-match-seq",
+        model_call(10, dim=8, position="swin", causal=False, grid=(2, 3), toks=tokens(1, 5)),
+        "Transformer: grid must match the sequence (height * width tokens), got grid=(2, 3) "
+        "(6 patches) for seq=5; pass 6 tokens, or build the model with a grid of "
+        "height * width = 5"),
+    row("MultiHeadAttention-grid-does-not-match-seq",
+        run("MultiHeadAttention", (8, 2), (1, 5, 8), position="swin", grid=(2, 3)),
+        "MultiHeadAttention: grid must match the sequence", "for seq=5"),
+    row("Transformer-rope_layout", make("Transformer", 10, rope_layout="neox"),
+        "Transformer: rope_layout must be one of 'half', 'interleaved', got rope_layout='neox'"),
+    row("Transformer-rope-odd-head_dim", make("Transformer", 10, dim=6, heads=2),
+        "Transformer: dim // heads must be even (RoPE rotates the features in pairs), got "
+        "dim // heads=3"),
+    row("Transformer-t5-odd-buckets", make("Transformer", 10, position="t5", causal=False,
+                                           num_buckets=7),
+        "Transformer: num_buckets must be even when bidirectional=True"),
+    row("Transformer-shaw-max_distance", make("Transformer", 10, position="shaw",
+                                              max_distance=-1),
+        "Transformer: max_distance must be a non-negative integer, got max_distance=-1"),
+    row("Transformer-sinusoidal-base", make("Transformer", 10, position="sinusoidal", base=1.0),
+        "Transformer: base must be a finite number greater than 1, got base=1.0"),
+    row("Transformer-cache-on-an-encoder", lambda on: on.m.Transformer(
+        10, dim=8, causal=False).new_cache(),
+        "Transformer: cache is for causal decoding, got a cache for causal=False (an encoder "
+        "attends to every position at once); build the model with causal=True, or call it "
+        "without cache"),
+    row("Transformer-cache-passed-to-an-encoder",
+        model_call(10, dim=8, causal=False, toks=tokens(1, 3), cache=True),
+        "Transformer: cache is for causal decoding"),
+    row("MultiHeadAttention-cache-on-an-encoder", lambda on: on.m.MultiHeadAttention(
+        8, 2).new_cache(), "MultiHeadAttention: cache is for causal decoding"),
+    row("Transformer-tokens-rank-1", model_call(10, dim=8, toks=tokens(3)),
+        "Transformer: tokens must have rank 2, got shape (3,) (rank 1); pass (batch, seq) "
+        "integer token ids, e.g. tokens[None] for one sequence"),
+    row("Transformer-tokens-rank-3", model_call(10, dim=8, toks=tokens(1, 3, 8)),
+        "Transformer: tokens must have rank 2, got shape (1, 3, 8) (rank 3)"),
+    row("Transformer-float-tokens", model_call(10, dim=8, toks=tokens(1, 3, dtype="float32")),
+        "Transformer: tokens index a table, so they must be integers, got dtype float32"),
+    row("MultiHeadAttention-rank-4", run("MultiHeadAttention", (8, 2), (1, 1, 3, 8)),
+        "MultiHeadAttention: x must have rank 3, got shape (1, 1, 3, 8) (rank 4); pass "
+        "(batch, seq, dim) embeddings"),
+    row("MultiHeadAttention-width", run("MultiHeadAttention", (8, 2), (1, 3, 6)),
+        "MultiHeadAttention: x must be (..., seq, dim) with dim=8, got x.shape=(1, 3, 6)"),
+    row("Transformer-learned-too-short", model_call(10, dim=8, position="learned", max_len=4,
+                                                    toks=tokens(1, 6)),
+        "LearnedEncoding: ", "max_len=4"),
+]
+
 
 def rope(args, q_shape, k_shape=None, positions=None, offset=0, **kwargs):
     """The call ``RotaryEmbedding(*args, **kwargs)(q, k, offset=..., positions=...)`` on
@@ -797,108 +898,6 @@ ROTARY = [
         on.x(2, 10, 16), on.x(2, 10, 16)),
         "RotaryEmbedding2D: positions must have shape (seq,) or (batch, seq) matching x's",
         "got positions.shape=(12,) for x.shape=(2, 10, 16)"),
-]
-
-
-def tokens(*shape, dtype="int32"):
-    return np.zeros(shape, dtype)
-
-
-def model_call(*args, toks=None, cache=False, **kwargs):
-    """The call that builds ``Transformer(*args, **kwargs)`` and runs it on ``toks``
-    (with a fresh cache, or with the cache of a causal twin when ``cache`` is set)."""
-    def call(on):
-        m = on.m.Transformer(*args, **kwargs)
-        more = {}
-        if cache:
-            more["cache"] = on.m.Transformer(*args, **{**kwargs, "causal": True}).new_cache()
-        return m(on.t(toks), **more)
-    return call
-
-
-ATTENTION = [
-    row("MultiHeadAttention-position", make("MultiHeadAttention", 8, 2, position="nope"),
-        "MultiHeadAttention: position must be one of 'none', 'sinusoidal', 'learned', 'hybrid', "
-        "'shaw', 't5', 'alibi', 'swin', 'rope', got position='nope'; see "
-        "posenc.attention.POSITIONS"),
-    row("Transformer-position", make("Transformer", 10, position="RoPE"),
-        "Transformer: position must be one of", "got position='RoPE'"),
-    row("MultiHeadAttention-heads-do-not-divide", make("MultiHeadAttention", 10, 4),
-        "MultiHeadAttention: heads must divide dim (each head gets dim // heads features), got "
-        "dim=10 and heads=4; use heads=2 or heads=5, or a dim that is a multiple of 4"),
-    row("Transformer-heads-do-not-divide", make("Transformer", 10, dim=24, heads=5),
-        "Transformer: heads must divide dim", "got dim=24 and heads=5; use heads=4 or heads=6"),
-    row("Transformer-heads=0", make("Transformer", 10, heads=0),
-        "Transformer: heads must be a positive integer, got heads=0"),
-    row("Transformer-vocab_size", make("Transformer", 0),
-        "Transformer: vocab_size must be a positive integer, got vocab_size=0; pass the number "
-        "of distinct token ids"),
-    row("Transformer-depth", make("Transformer", 10, depth=0),
-        "Transformer: depth must be a positive integer, got depth=0"),
-    row("Transformer-dropout", make("Transformer", 10, dropout=1.5),
-        "Transformer: dropout must be a finite number", "got dropout=1.5"),
-    row("Transformer-causal", make("Transformer", 10, causal="yes"),
-        "Transformer: causal must be True or False, got causal='yes'"),
-    row("Transformer-option-not-used", make("Transformer", 10, position="alibi", max_distance=8),
-        "Transformer: max_distance is not an option of position='alibi' (its options: none), "
-        "got max_distance=8; drop max_distance, or pick a position that uses it"),
-    row("MultiHeadAttention-option-not-used", make("MultiHeadAttention", 8, 2, position="rope",
-                                                   grid=(2, 2)),
-        "MultiHeadAttention: grid is not an option of position='rope' (its options: base, "
-        "rope_scaling, rope_layout), got grid=(2, 2)"),
-    row("Transformer-swin-without-grid", make("Transformer", 10, position="swin", causal=False),
-        "Transformer: position='swin' needs grid, got grid=None; pass grid=(height, width)"),
-    row("Transformer-swin-causal", make("Transformer", 10, position="swin", grid=(2, 2)),
-        "Transformer: position='swin' is an encoder scheme", "got causal=True; pass "
-        "causal=False"),
-    row("Transformer-grid", make("Transformer", 10, position="swin", causal=False, grid=(2, 0)),
-        "Transformer: grid must be a (height, width) pair of positive integers, got grid=(2, 0)"),
-    row("Transformer-grid-does-not-match-seq",
-        model_call(10, dim=8, position="swin", causal=False, grid=(2, 3), toks=tokens(1, 5)),
-        "Transformer: grid must match the sequence (height * width tokens), got grid=(2, 3) "
-        "(6 patches) for seq=5; pass 6 tokens, or build the model with a grid of "
-        "height * width = 5"),
-    row("MultiHeadAttention-grid-does-not-match-seq",
-        run("MultiHeadAttention", (8, 2), (1, 5, 8), position="swin", grid=(2, 3)),
-        "MultiHeadAttention: grid must match the sequence", "for seq=5"),
-    row("Transformer-rope_layout", make("Transformer", 10, rope_layout="neox"),
-        "Transformer: rope_layout must be one of 'half', 'interleaved', got rope_layout='neox'"),
-    row("Transformer-rope-odd-head_dim", make("Transformer", 10, dim=6, heads=2),
-        "Transformer: dim // heads must be even (RoPE rotates the features in pairs), got "
-        "dim // heads=3"),
-    row("Transformer-t5-odd-buckets", make("Transformer", 10, position="t5", causal=False,
-                                           num_buckets=7),
-        "Transformer: num_buckets must be even when bidirectional=True"),
-    row("Transformer-shaw-max_distance", make("Transformer", 10, position="shaw",
-                                              max_distance=-1),
-        "Transformer: max_distance must be a non-negative integer, got max_distance=-1"),
-    row("Transformer-sinusoidal-base", make("Transformer", 10, position="sinusoidal", base=1.0),
-        "Transformer: base must be a finite number greater than 1, got base=1.0"),
-    row("Transformer-cache-on-an-encoder", lambda on: on.m.Transformer(
-        10, dim=8, causal=False).new_cache(),
-        "Transformer: cache is for causal decoding, got a cache for causal=False (an encoder "
-        "attends to every position at once); build the model with causal=True, or call it "
-        "without cache"),
-    row("Transformer-cache-passed-to-an-encoder",
-        model_call(10, dim=8, causal=False, toks=tokens(1, 3), cache=True),
-        "Transformer: cache is for causal decoding"),
-    row("MultiHeadAttention-cache-on-an-encoder", lambda on: on.m.MultiHeadAttention(
-        8, 2).new_cache(), "MultiHeadAttention: cache is for causal decoding"),
-    row("Transformer-tokens-rank-1", model_call(10, dim=8, toks=tokens(3)),
-        "Transformer: tokens must have rank 2, got shape (3,) (rank 1); pass (batch, seq) "
-        "integer token ids, e.g. tokens[None] for one sequence"),
-    row("Transformer-tokens-rank-3", model_call(10, dim=8, toks=tokens(1, 3, 8)),
-        "Transformer: tokens must have rank 2, got shape (1, 3, 8) (rank 3)"),
-    row("Transformer-float-tokens", model_call(10, dim=8, toks=tokens(1, 3, dtype="float32")),
-        "Transformer: tokens index a table, so they must be integers, got dtype float32"),
-    row("MultiHeadAttention-rank-4", run("MultiHeadAttention", (8, 2), (1, 1, 3, 8)),
-        "MultiHeadAttention: x must have rank 3, got shape (1, 1, 3, 8) (rank 4); pass "
-        "(batch, seq, dim) embeddings"),
-    row("MultiHeadAttention-width", run("MultiHeadAttention", (8, 2), (1, 3, 6)),
-        "MultiHeadAttention: x must be (..., seq, dim) with dim=8, got x.shape=(1, 3, 6)"),
-    row("Transformer-learned-too-short", model_call(10, dim=8, position="learned", max_len=4,
-                                                    toks=tokens(1, 6)),
-        "LearnedEncoding: ", "max_len=4"),
 ]
 
 ROWS = [*SINUSOIDAL, *LEARNED, *REGULARIZATION, *STRUCTURED, *COORDINATES_AND_GRAPHS, *BIAS,

@@ -190,6 +190,8 @@ def test_results_round_trip(tmp_path):
     assert load_results("demo", folder=tmp_path) == back
     with pytest.raises(ValueError, match="no results"):
         load_results("demo", framework="keras", folder=tmp_path)
+    assert results_path("demo", framework="keras", tag="s1", folder=tmp_path).name == (
+        "results-keras-s1.json")
 
 
 def test_rank_one_does_not_write(tmp_path):

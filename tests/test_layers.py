@@ -128,19 +128,6 @@ CASES = [
          shape=(3, 10, 8), parity=ATTENTION_PARITY),
     Case("shaw_naive", "ShawRelativeAttention", (8, 2, 2), {"method": "naive"},
          shape=(3, 10, 8), parity=ATTENTION_PARITY),
-    # Rotary: x is q (and, features reversed, k) as (batch, seq, head_dim); the output is
-    # q_rot + k_rot (harness.rotate_pair). A cache of 8 rows grows during the calls.
-    Case("rotary_half_partial", "RotaryEmbedding", (16,), {"rotary_dim": 12, "max_len": 8},
-         shape=(3, 10, 16), positions=integers(5000), rotary=True),
-    Case("rotary_interleaved_yarn", "RotaryEmbedding", (16,),
-         {"layout": "interleaved", "scaling": {"rope_type": "yarn", "factor": 4.0,
-                                               "original_max_position_embeddings": 64}},
-         shape=(2, 20, 16), positions=integers(100_000), rotary=True),
-    # Axial 2D: the sequence is a 3 x 4 grid of patches (so no empty sequence).
-    Case("rotary_2d", "RotaryEmbedding2D", (16, (3, 4)), shape=(2, 12, 16), rotary=True,
-         empty=False),
-    Case("rotary_2d_interleaved", "RotaryEmbedding2D", (24, (4, 5)),
-         {"base": 100.0, "layout": "interleaved"}, shape=(3, 20, 24), rotary=True, empty=False),
     # Multi-head attention with a scheme: x -> an x-shaped output, as for Shaw's layer.
     Case("mha_none", "MultiHeadAttention", (8, 2), shape=(3, 10, 8), parity=ATTENTION_PARITY),
     Case("mha_rope_causal", "MultiHeadAttention", (8, 2),
@@ -156,6 +143,19 @@ CASES = [
          parity=ATTENTION_PARITY),
     Case("mha_swin", "MultiHeadAttention", (8, 2), {"position": "swin", "grid": (2, 5)},
          shape=(3, 10, 8), parity=ATTENTION_PARITY, empty=False),
+    # Rotary: x is q (and, features reversed, k) as (batch, seq, head_dim); the output is
+    # q_rot + k_rot (harness.rotate_pair). A cache of 8 rows grows during the calls.
+    Case("rotary_half_partial", "RotaryEmbedding", (16,), {"rotary_dim": 12, "max_len": 8},
+         shape=(3, 10, 16), positions=integers(5000), rotary=True),
+    Case("rotary_interleaved_yarn", "RotaryEmbedding", (16,),
+         {"layout": "interleaved", "scaling": {"rope_type": "yarn", "factor": 4.0,
+                                               "original_max_position_embeddings": 64}},
+         shape=(2, 20, 16), positions=integers(100_000), rotary=True),
+    # Axial 2D: the sequence is a 3 x 4 grid of patches (so no empty sequence).
+    Case("rotary_2d", "RotaryEmbedding2D", (16, (3, 4)), shape=(2, 12, 16), rotary=True,
+         empty=False),
+    Case("rotary_2d_interleaved", "RotaryEmbedding2D", (24, (4, 5)),
+         {"base": 100.0, "layout": "interleaved"}, shape=(3, 20, 24), rotary=True, empty=False),
 ]
 
 #: Classes whose call is not ``x -> x``-shaped: their generic checks are in their own test

@@ -45,20 +45,22 @@ def experiment(name: str):
     return importlib.import_module(EXPERIMENTS[name])
 
 
-def results_path(name: str, *, framework: str = "torch", folder=None) -> Path:
-    """Path of an experiment's results JSON: ``<folder>/<name>/results[-keras].json``;
+def results_path(name: str, *, framework: str = "torch", tag=None, folder=None) -> Path:
+    """Path of an experiment's results JSON: ``<folder>/<name>/results[-keras][-tag].json``;
     ``folder`` defaults to the committed results (package data)."""
     from posenc.experiments.common import RESULTS_DIR
 
     stem = "results" if framework == "torch" else f"results-{framework}"
+    stem += f"-{tag}" if tag else ""
     return Path(folder or RESULTS_DIR) / name / f"{stem}.json"
 
 
-def load_results(name: str, *, framework: str = "torch", folder=None) -> dict:
+def load_results(name: str, *, framework: str = "torch", tag=None, folder=None) -> dict:
     """The saved results of experiment ``name``: ``{"meta": {...}, "rows": [...]}``.
 
     ``meta`` holds the command, commit, hardware, versions, seeds and wall time of the run;
-    ``rows`` one flat dict per measurement. ``folder`` defaults to the committed results.
+    ``rows`` one flat dict per measurement. ``tag``: the run's ``--tag``. ``folder`` defaults
+    to the committed results.
 
     Example:
         >>> results = load_results("lm-extrapolation")          # doctest: +SKIP
@@ -67,7 +69,7 @@ def load_results(name: str, *, framework: str = "torch", folder=None) -> dict:
     """
     from posenc.experiments.common import read_results
 
-    path = results_path(name, framework=framework, folder=folder)
+    path = results_path(name, framework=framework, tag=tag, folder=folder)
     if not path.exists():
         raise ValueError(f"load_results: no results for name={name!r} (framework="
                          f"{framework!r}) in {path.parent}; run `python -m posenc.experiments "

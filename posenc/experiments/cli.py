@@ -46,6 +46,8 @@ def build_parser(name: str) -> argparse.ArgumentParser:
                        help="several seeds, to report the spread")
     parser.add_argument("--out", type=Path, default=Path("runs"),
                         help="results go to OUT/NAME/ (default: runs)")
+    parser.add_argument("--tag", default=None,
+                        help="add -TAG to the result files' names (e.g. a second set of seeds)")
     parser.add_argument("--framework", choices=FRAMEWORKS, default="torch",
                         help="torch (default) or keras (model.fit, quick setting)")
     parser.add_argument("--device", default="auto",
@@ -141,7 +143,7 @@ def main(argv=None) -> int:
     arguments = {k: v for k, v in vars(args).items() if k != "out"}
     ctx = ExperimentContext(name=args.name, framework=args.framework, device=device, rank=rank,
                             world_size=world_size, seeds=list(args.seeds), out=args.out,
-                            quick=args.quick, progress_bars=not args.no_progress,
+                            quick=args.quick, progress_bars=not args.no_progress, tag=args.tag,
                             command=_command(argv), arguments=arguments)
     try:
         summary = experiment(args.name).run(args, ctx)

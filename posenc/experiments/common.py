@@ -66,6 +66,7 @@ class ExperimentContext:
         quick: the small setting.
         progress_bars: show tqdm bars (rank 0 only).
         command: the command line as the user typed it.
+        commit: the code's git commit when the run started.
     """
 
     name: str
@@ -78,8 +79,10 @@ class ExperimentContext:
     quick: bool = False
     progress_bars: bool = True
     command: str = ""
+    tag: str | None = None
     arguments: dict = field(default_factory=dict)
     started: float = field(default_factory=time.time)
+    commit: str = field(default_factory=lambda: git_commit())
 
     @property
     def is_main(self) -> bool:
@@ -131,12 +134,14 @@ class ExperimentContext:
         """Write ``rows`` (a list of flat dicts) with :func:`metadata` as JSON and CSV.
 
         Files: ``<out>/<name>/<stem>.json`` and ``.csv``; ``stem`` defaults to ``"results"``
-        for PyTorch and ``"results-keras"`` for Keras. Only rank 0 writes; the others return
-        ``None``.
+        for PyTorch and ``"results-keras"`` for Keras, followed by ``-<tag>`` when the run has
+        a tag. Only rank 0 writes; the others return ``None``.
         """
         if not self.is_main:
             return None
-        stem = stem or ("results" if self.framework == "torch" else "results-keras")
+        from posenc.experiments import results_path
+
+        stem = stem or results_path(self.name, framework=self.framework, tag=self.tag).stem
         meta = metadata(self)
         meta.update(extra_meta or {})
         return write_results(Path(self.out) / self.name, stem, rows, meta)
@@ -201,7 +206,7 @@ def metadata(ctx: ExperimentContext) -> dict:
         "experiment": ctx.name,
         "command": ctx.command,
         "arguments": ctx.arguments,
-        "commit": git_commit(),
+        "commit": ctx.commit,
         "hardware": hardware(ctx.device),
         "versions": versions(),
         "framework": ctx.framework,

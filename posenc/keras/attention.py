@@ -30,6 +30,8 @@ from posenc.attention import (
     Cache,
     LayerCache,
     attention_settings,
+    given_options,
+    route_layer,
     future_keys,
     transformer_settings,
 )
@@ -47,36 +49,8 @@ __all__ = ["MultiHeadAttention", "Transformer"]
 
 # --------------------------------------------------------------------------- each route's parts
 
-def _embedding(position: str, s: dict):
-    options = s["options"]
-    return {
-        "sinusoidal": lambda: SinusoidalEncoding(s["dim"], base=options.get("base", 10000.0)),
-        "learned": lambda: LearnedEncoding(s["max_len"], s["dim"]),
-        "hybrid": lambda: HybridEncoding(s["max_len"], s["dim"],
-                                         base=options.get("base", 10000.0)),
-    }[position]()
-
-
-def _bias(position: str, s: dict):
-    options = s["options"]
-    return {
-        "alibi": lambda: ALiBiBias(s["heads"], causal=s["causal"]),
-        "t5": lambda: T5RelativeBias(s["heads"], bidirectional=not s["causal"],
-                                     num_buckets=options["num_buckets"],
-                                     max_distance=options["max_distance"]),
-        "swin": lambda: SwinRelativeBias(s["heads"], options["grid"]),
-    }[position]()
-
-
-def _rotary(s: dict, dtype):
-    options = s["options"]
-    return RotaryEmbedding(s["head_dim"], base=options["base"], scaling=options["rope_scaling"],
-                           layout=options["rope_layout"], max_len=s["max_len"], dtype=dtype)
-
-
-def _options(base, rope_scaling, rope_layout, max_distance, num_buckets, grid) -> dict:
-    return {"base": base, "rope_scaling": rope_scaling, "rope_layout": rope_layout,
-            "max_distance": max_distance, "num_buckets": num_buckets, "grid": grid}
+_CLASSES = {cls.__name__: cls for cls in (SinusoidalEncoding, LearnedEncoding, HybridEncoding, ALiBiBias,
+                                        T5RelativeBias, SwinRelativeBias, RotaryEmbedding)}
 
 
 def _option_config(options: dict) -> dict:
@@ -138,9 +112,8 @@ class MultiHeadAttention(keras.layers.Layer):
             where the last bucket starts (128).
         num_buckets: ``"t5"``'s number of buckets (32).
         grid: ``"swin"``'s ``(height, width)``; the sequence must hold
-            ``height * width`` patches.
-
-        Each scheme option is for the schemes named; ``None`` means its default.
+            ``height * width`` patches. Each scheme option is for the schemes named
+            (another scheme refuses it); ``None`` means its default.
 
     Call arguments:
         x: ``(batch, seq, dim)`` embeddings (``seq`` static).
@@ -173,8 +146,8 @@ class MultiHeadAttention(keras.layers.Layer):
         kwargs.setdefault("autocast", False)   # weights cast by hand: logits in float32
         super().__init__(**kwargs)
         s = attention_settings(dim, heads, position, causal, max_len, dropout,
-                               _options(base, rope_scaling, rope_layout, max_distance,
-                                        num_buckets, grid), what="MultiHeadAttention")
+                               given_options(base, rope_scaling, rope_layout, max_distance,
+                                             num_buckets, grid), what="MultiHeadAttention")
         self.dim, self.heads, self.head_dim = s["dim"], s["heads"], s["head_dim"]
         self.position, self.route, self.causal = s["position"], s["route"], s["causal"]
         self.max_len, self.dropout, self.options = s["max_len"], s["dropout"], s["options"]
@@ -184,8 +157,8 @@ class MultiHeadAttention(keras.layers.Layer):
         for name in ("query", "value", "output"):
             setattr(self, f"{name}_bias", self.add_weight(
                 name=f"{name}_bias", shape=(self.dim,), initializer=_ZEROS()))
-        self.position_bias = _bias(self.position, s) if self.route == "bias" else None
-        self.rotary = _rotary(s, self.dtype_policy) if self.route == "rotary" else None
+        self.position_bias = route_layer(s, "bias", _CLASSES)
+        self.rotary = route_layer(s, "rotary", _CLASSES, dtype=self.dtype_policy)
         if self.route == "relative":
             rows = 2 * self.options["max_distance"] + 1
             table = keras.initializers.RandomNormal(stddev=TABLE_INIT_STD)
@@ -413,8 +386,8 @@ class Transformer(keras.Model):
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
         s = transformer_settings(vocab_size, dim, depth, heads, mlp_dim, causal, position,
-                                 max_len, dropout, _options(base, rope_scaling, rope_layout,
-                                                            max_distance, num_buckets, grid))
+                                 max_len, dropout, given_options(base, rope_scaling, rope_layout,
+                                                                 max_distance, num_buckets, grid))
         self.vocab_size, self.dim, self.depth = s["vocab_size"], s["dim"], s["depth"]
         self.heads, self.mlp_dim, self.causal = s["heads"], s["mlp_dim"], s["causal"]
         self.position, self.route, self.max_len = s["position"], s["route"], s["max_len"]
@@ -422,8 +395,7 @@ class Transformer(keras.Model):
         self.token_embedding = self.add_weight(
             name="token_embedding", shape=(self.vocab_size, self.dim),
             initializer=keras.initializers.RandomNormal(stddev=TABLE_INIT_STD))
-        self.position_encoding = (_embedding(self.position, s) if self.route == "embedding"
-                                  else None)
+        self.position_encoding = route_layer(s, "embedding", _CLASSES)
         self.embedding_dropout = keras.layers.Dropout(self.dropout) if self.dropout else None
         self.blocks = [_Block(s, dtype=self.dtype_policy) for _ in range(self.depth)]
         self.norm_scale = self.add_weight(name="norm_scale", shape=(self.dim,),

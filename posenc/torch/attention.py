@@ -27,10 +27,11 @@ from posenc._checks import (
 )
 from posenc.attention import (
     NORM_EPS,
-    POSITIONS,
     Cache,
     LayerCache,
     attention_settings,
+    given_options,
+    route_layer,
     future_keys,
     transformer_settings,
 )
@@ -49,36 +50,8 @@ __all__ = ["MultiHeadAttention", "Transformer"]
 # --------------------------------------------------------------------------- each route's parts
 # A registry per route: what a scheme adds to the embeddings, and to the attention.
 
-def _embedding(position: str, s: dict):
-    options = s["options"]
-    return {
-        "sinusoidal": lambda: SinusoidalEncoding(s["dim"], base=options.get("base", 10000.0)),
-        "learned": lambda: LearnedEncoding(s["max_len"], s["dim"]),
-        "hybrid": lambda: HybridEncoding(s["max_len"], s["dim"],
-                                         base=options.get("base", 10000.0)),
-    }[position]()
-
-
-def _bias(position: str, s: dict):
-    options = s["options"]
-    return {
-        "alibi": lambda: ALiBiBias(s["heads"], causal=s["causal"]),
-        "t5": lambda: T5RelativeBias(s["heads"], bidirectional=not s["causal"],
-                                     num_buckets=options["num_buckets"],
-                                     max_distance=options["max_distance"]),
-        "swin": lambda: SwinRelativeBias(s["heads"], options["grid"]),
-    }[position]()
-
-
-def _rotary(s: dict):
-    options = s["options"]
-    return RotaryEmbedding(s["head_dim"], base=options["base"], scaling=options["rope_scaling"],
-                           layout=options["rope_layout"], max_len=s["max_len"])
-
-
-def _options(base, rope_scaling, rope_layout, max_distance, num_buckets, grid) -> dict:
-    return {"base": base, "rope_scaling": rope_scaling, "rope_layout": rope_layout,
-            "max_distance": max_distance, "num_buckets": num_buckets, "grid": grid}
+_CLASSES = {cls.__name__: cls for cls in (SinusoidalEncoding, LearnedEncoding, HybridEncoding, ALiBiBias,
+                                        T5RelativeBias, SwinRelativeBias, RotaryEmbedding)}
 
 
 def _layer_norm(x, scale, bias):
@@ -123,9 +96,8 @@ class MultiHeadAttention(nn.Module):
             where the last bucket starts (128).
         num_buckets: ``"t5"``'s number of buckets (32).
         grid: ``"swin"``'s ``(height, width)``; the sequence must hold
-            ``height * width`` patches.
-
-        Each scheme option is for the schemes named; ``None`` means its default.
+            ``height * width`` patches. Each scheme option is for the schemes named
+            (another scheme refuses it); ``None`` means its default.
 
     Call arguments:
         x: ``(batch, seq, dim)`` embeddings.
@@ -156,8 +128,8 @@ class MultiHeadAttention(nn.Module):
                  rope_layout=None, max_distance=None, num_buckets=None, grid=None):
         super().__init__()
         s = attention_settings(dim, heads, position, causal, max_len, dropout,
-                               _options(base, rope_scaling, rope_layout, max_distance,
-                                        num_buckets, grid), what="MultiHeadAttention")
+                               given_options(base, rope_scaling, rope_layout, max_distance,
+                                             num_buckets, grid), what="MultiHeadAttention")
         self.dim, self.heads, self.head_dim = s["dim"], s["heads"], s["head_dim"]
         self.position, self.route, self.causal = s["position"], s["route"], s["causal"]
         self.max_len, self.dropout, self.options = s["max_len"], s["dropout"], s["options"]
@@ -165,8 +137,8 @@ class MultiHeadAttention(nn.Module):
             setattr(self, f"{name}_kernel", nn.Parameter(torch.empty(self.dim, self.dim)))
         for name in ("query", "value", "output"):
             setattr(self, f"{name}_bias", nn.Parameter(torch.zeros(self.dim)))
-        self.position_bias = _bias(self.position, s) if self.route == "bias" else None
-        self.rotary = _rotary(s) if self.route == "rotary" else None
+        self.position_bias = route_layer(s, "bias", _CLASSES)
+        self.rotary = route_layer(s, "rotary", _CLASSES)
         if self.route == "relative":
             rows = 2 * self.options["max_distance"] + 1
             self.key_table = nn.Parameter(torch.empty(rows, self.head_dim))
@@ -385,8 +357,8 @@ class Transformer(nn.Module):
                  max_distance=None, num_buckets=None, grid=None):
         super().__init__()
         s = transformer_settings(vocab_size, dim, depth, heads, mlp_dim, causal, position,
-                                 max_len, dropout, _options(base, rope_scaling, rope_layout,
-                                                            max_distance, num_buckets, grid))
+                                 max_len, dropout, given_options(base, rope_scaling, rope_layout,
+                                                                 max_distance, num_buckets, grid))
         self.settings = s
         self.vocab_size, self.dim, self.depth = s["vocab_size"], s["dim"], s["depth"]
         self.heads, self.mlp_dim, self.causal = s["heads"], s["mlp_dim"], s["causal"]
@@ -394,8 +366,7 @@ class Transformer(nn.Module):
         self.options = s["options"]
         self.token_embedding = nn.Parameter(torch.empty(self.vocab_size, self.dim))
         nn.init.normal_(self.token_embedding, std=TABLE_INIT_STD)
-        self.position_encoding = (_embedding(self.position, s) if self.route == "embedding"
-                                  else None)
+        self.position_encoding = route_layer(s, "embedding", _CLASSES)
         self.dropout = nn.Dropout(s["dropout"])
         self.blocks = nn.ModuleList([_Block(s) for _ in range(self.depth)])
         self.norm_scale = nn.Parameter(torch.ones(self.dim))
@@ -453,6 +424,3 @@ class Transformer(nn.Module):
             + ((attention,) if return_attention else ())
         return out[0] if len(out) == 1 else out
 
-
-assert set(POSITIONS) >= {"none", "sinusoidal", "learned", "hybrid", "shaw", "t5", "alibi",
-                          "swin", "rope"}
