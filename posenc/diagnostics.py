@@ -30,6 +30,7 @@ from posenc._checks import (
     check_diagnostic_array,
     check_float,
     check_gradient_counts,
+    check_positive_int,
     check_probe_split,
     check_seed,
 )
@@ -136,15 +137,10 @@ def rope_scores(seq_len: int, head_dim: int, *, base: float = 10000.0) -> np.nda
                [-0.416,  0.54 ,  1.   ]])
     """
     inv_freq = sinusoidal_inv_freq(head_dim, base)
-    positions = np.arange(_positive(seq_len, "seq_len", "rope_scores"), dtype=np.float64)
+    positions = np.arange(check_positive_int("seq_len", seq_len, what="rope_scores"),
+                          dtype=np.float64)
     offsets = positions[:, None] - positions[None, :]
     return np.cos(offsets[..., None] * inv_freq).mean(-1)
-
-
-def _positive(value, name, what):
-    from posenc._checks import check_positive_int
-
-    return check_positive_int(name, value, what=what)
 
 
 # --------------------------------------------------------------------------- the probe

@@ -16,9 +16,9 @@ MODULES = [
     "posenc.keras.sinusoidal", "posenc.keras.learned", "posenc.keras.regularization",
     "posenc.keras.structured", "posenc.keras.bias", "posenc.keras.shaw", "posenc.keras.tasks",
     "posenc.rotary", "posenc.torch.rotary", "posenc.keras.rotary",
+    "posenc.attention", "posenc.torch.attention", "posenc.keras.attention",
     "posenc.diagnostics", "posenc.torch.diagnostics", "posenc.keras.diagnostics",
     "posenc.experiments.gradients",
-    "posenc.attention", "posenc.torch.attention", "posenc.keras.attention",
 ]
 
 
