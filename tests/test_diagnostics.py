@@ -572,15 +572,17 @@ def test_probe_experiment_rows_and_pictures(tmp_path):
     from posenc.experiments.cli import main
     from posenc.experiments.common import read_results
 
-    assert main(["probe", "--schemes", "learned", "alibi", "--probe-windows", "8",
+    assert main(["probe", "--schemes", "learned", "alibi", "t5", "--probe-windows", "8",
                  "--sentence-len", "6", "--out", str(tmp_path), *TINY_LAB]) == 0
     got = read_results(tmp_path / "probe" / "results.json")
     rows = got["rows"]
-    assert len(rows) == 2 * 2 * 2          # schemes x stages x (embedding + 1 block)
+    assert len(rows) == 3 * 2 * 2          # schemes x stages x (embedding + 1 block)
     assert {(r["scheme"], r["stage"], r["layer"]) for r in rows} == {
-        (s, t, layer) for s in ("learned", "alibi") for t in ("init", "trained")
+        (s, t, layer) for s in ("learned", "alibi", "t5") for t in ("init", "trained")
         for layer in (0, 1)}
     meta = got["meta"]
+    bias = np.asarray(meta["t5_first_layer_bias"])
+    assert bias.shape == (2, 6, 6) and np.all(np.isfinite(np.tril(bias)))
     assert meta["partial"] is False
     assert np.asarray(meta["attention"]["alibi"]).shape == (1, 2, 6, 6)
     assert len(meta["sentence"]) == 6
@@ -642,3 +644,19 @@ def test_bfloat16_models_give_float32_states_and_finite_norms(mixed_bfloat16):
     k_monitor.gradients(lambda: ops.mean(ops.cast(keras_model(tokens.numpy().astype("int32")),
                                                   "float32") ** 2))
     assert np.isfinite(k_monitor.ratios).all() and k_monitor.health() == "healthy"
+
+
+def test_probe_experiment_in_keras(tmp_path):
+    from posenc.experiments.cli import main
+    from posenc.experiments.common import read_results
+
+    assert main(["probe", "--framework", "keras", "--schemes", "learned", "t5",
+                 "--probe-windows", "8", "--sentence-len", "6", "--out", str(tmp_path),
+                 *TINY_LAB]) == 0
+    got = read_results(tmp_path / "probe" / "results-keras.json")
+    assert [(r["stage"], r["layer"]) for r in got["rows"] if r["scheme"] == "learned"] == [
+        ("init", 0), ("init", 1), ("trained", 0), ("trained", 1)]
+    assert np.asarray(got["meta"]["t5_first_layer_bias"]).shape == (2, 6, 6)
+    assert np.asarray(got["meta"]["attention"]["learned"]).shape == (1, 2, 6, 6)
+    assert got["meta"]["learned_table_similarity_by_offset"]["0"]["before"][0] == \
+        pytest.approx(1.0)

@@ -11,8 +11,9 @@ without any positional encoding.
 One row per (scheme, seed, stage, layer), ``stage`` being ``"init"`` or ``"trained"``: the
 probe's held-out R^2, the accuracy of its rounded prediction and its mean absolute error. The
 metadata also hold, for the learned table, its mean cosine similarity by offset before and after
-training, and, for one validation sentence, every layer's and head's attention weights of each
-trained model (seed of the first run), for the pictures of the book.
+training, for one validation sentence every layer's and head's attention weights of each
+trained model (seed of the first run), and the trained T5 model's first-layer bias per head,
+for the pictures of the book.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from posenc.experiments.common import fit, make_model
 
 NAME = "probe"
 
-#: The schemes the book compares.
-PROBE_SCHEMES = ("none", "sinusoidal", "learned", "rope", "alibi")
+#: The schemes the book compares (T5 for its learned bias per head).
+PROBE_SCHEMES = ("none", "sinusoidal", "learned", "rope", "alibi", "t5")
 
 QUICK = dict(train_len=32, steps=200, batch_size=16, dim=64, depth=2, heads=4, lr=3e-3,
              probe_windows=96, sentence_len=24)
@@ -86,6 +87,16 @@ def _table(model, framework):
     return keras.ops.convert_to_numpy(model.position_weights[0])
 
 
+def _first_layer_bias(model, length, framework):
+    """The first block's position bias ``(heads, length, length)`` of a bias scheme (NumPy)."""
+    bias = model.blocks[0].attention.position_bias(length, length)
+    if framework == "torch":
+        return bias.detach().float().cpu().numpy()[0]
+    import keras
+
+    return np.asarray(keras.ops.convert_to_numpy(bias), dtype=np.float32)[0]
+
+
 def _probe_rows(model, windows, s, ctx, scheme, seed, stage):
     faces = _faces(ctx.framework)
     hidden = faces.hidden_states(model, windows)
@@ -106,7 +117,7 @@ def run(args, ctx) -> dict:
     if ctx.framework == "keras":
         windows = windows.astype("int32")
     sentence_ids, sentence_text = sentence(valid_ids, vocab, s["sentence_len"])
-    rows, table_profile, attention = [], {}, {}
+    rows, table_profile, attention, t5_bias = [], {}, {}, None
     for seed in ctx.seeds:
         for scheme in s["schemes"]:
             model = make_model(scheme, len(vocab), framework=ctx.framework, dim=s["dim"],
@@ -128,6 +139,9 @@ def run(args, ctx) -> dict:
                 table_profile[str(seed)] = {"offsets": offsets[keep].tolist(),
                                             "before": np.round(before[1][keep], 6).tolist(),
                                             "after": np.round(after[keep], 6).tolist()}
+            if seed == ctx.seeds[0] and scheme == "t5":
+                bias = _first_layer_bias(model, s["sentence_len"], ctx.framework)
+                t5_bias = np.round(bias, 4).tolist()
             if seed == ctx.seeds[0]:
                 maps = _faces(ctx.framework).attention_maps(
                     model, sentence_ids.astype("int32" if ctx.framework == "keras" else "int64"))
@@ -136,6 +150,7 @@ def run(args, ctx) -> dict:
                     + ", ".join(f"{row['r2']:.3f}" for row in trained))
             ctx.write_results(rows, {"settings": s, "partial": True})
     extra = {"settings": s, "learned_table_similarity_by_offset": table_profile,
-             "sentence": sentence_text, "attention": attention, "partial": False}
+             "sentence": sentence_text, "attention": attention, "t5_first_layer_bias": t5_bias,
+             "partial": False}
     path = ctx.write_results(rows, extra)
     return {"results": path, "rows": len(rows)}
