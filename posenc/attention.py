@@ -15,8 +15,12 @@ name to a :class:`Scheme` (its route, the options it reads and their
 defaults, whether a causal decoder may use it); the faces' ``MultiHeadAttention``
 and ``Transformer`` (``posenc/torch/attention.py``, ``posenc/keras/attention.py``)
 read this table instead of chains of ``if``. :func:`scheme_options` applies the
-option rules, :class:`Cache` holds the keys and values of cached decoding, and
-the argument checks are in :mod:`posenc._checks` with all the others.
+option rules (an option the scheme does not use is refused; ``None`` means the
+scheme's default), :data:`ROUTE_LAYERS` says which class of a face carries a
+route's scheme and with which arguments, :func:`future_keys` is the causal mask
+of queries that continue a cache, :class:`Cache` holds the keys and values of
+cached decoding, and the argument checks are in :mod:`posenc._checks` with all
+the others.
 """
 
 from __future__ import annotations
@@ -26,7 +30,6 @@ import dataclasses
 from posenc._checks import (
     check_base,
     check_bool,
-    check_cache_allowed,
     check_choice,
     check_even_dim,
     check_head_dim,
@@ -43,8 +46,9 @@ from posenc._checks import (
 from posenc.rotary import rope_frequencies
 from posenc.shaw import query_positions
 
-__all__ = ["Scheme", "POSITIONS", "ROUTES", "OPTION_NAMES", "scheme_options", "Cache",
-           "LayerCache"]
+__all__ = ["Scheme", "POSITIONS", "ROUTES", "OPTION_NAMES", "ROUTE_LAYERS", "NORM_EPS",
+           "scheme_options", "attention_settings", "transformer_settings", "given_options",
+           "route_layer", "future_keys", "Cache", "LayerCache"]
 
 #: The routes by which a scheme enters attention.
 ROUTES = ("none", "embedding", "rotary", "bias", "relative")
@@ -82,7 +86,8 @@ POSITIONS = {
     "shaw": Scheme("relative", {"max_distance": 16}, paper="Shaw et al. 2018"),
     "t5": Scheme("bias", {"num_buckets": 32, "max_distance": 128}, paper="Raffel et al. 2020"),
     "alibi": Scheme("bias", paper="Press et al. 2022"),
-    "swin": Scheme("bias", {"grid": None}, required=("grid",), causal=False, paper="Liu et al. 2021"),
+    "swin": Scheme("bias", {"grid": None}, required=("grid",), causal=False,
+                   paper="Liu et al. 2021"),
     "rope": Scheme("rotary", {"base": 10000.0, "rope_scaling": None, "rope_layout": "half"},
                    paper="Su et al. 2021"),
 }
@@ -152,12 +157,6 @@ class Cache:
 
     def __len__(self) -> int:
         return self.length
-
-
-def new_layer_cache(causal: bool, *, what: str) -> LayerCache:
-    """A fresh :class:`LayerCache`, for causal attention only."""
-    check_cache_allowed(causal, what=what)
-    return LayerCache()
 
 
 #: The epsilon of every layer normalisation of the model (PyTorch's default).

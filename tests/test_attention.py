@@ -82,7 +82,7 @@ def test_scheme_options_defaults_and_given():
 
 def _torch_losses(position: str, steps: int) -> list[float]:
     torch.manual_seed(0)
-    m = model("torch", position)
+    m = model("torch", position, depth=1)
     opt = torch.optim.Adam(m.parameters(), lr=1e-2)
     x = torch.as_tensor(tokens(1, (16, SEQ)))
     y = torch.roll(x, 1, dims=1)                      # the previous token (a position task)
@@ -98,7 +98,7 @@ def _torch_losses(position: str, steps: int) -> list[float]:
 
 def _keras_losses(position: str, epochs: int) -> list[float]:
     keras.utils.set_random_seed(0)
-    m = model("keras", position)
+    m = model("keras", position, depth=1)
     m.compile(optimizer=keras.optimizers.Adam(1e-2),
               loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     x = tokens(1, (16, SEQ))

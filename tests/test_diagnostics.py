@@ -620,7 +620,7 @@ def test_committed_probe_results():
     # absolute schemes put position into the embeddings; none, RoPE and ALiBi do not
     for scheme in ("sinusoidal", "learned"):
         assert r2[(scheme, "trained", 0)] > 0.9, scheme
-    for scheme in ("none", "rope", "alibi"):
+    for scheme in ("none", "rope", "alibi", "t5"):
         assert r2[(scheme, "trained", 0)] < 0.2, scheme
 
 

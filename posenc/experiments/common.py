@@ -318,8 +318,8 @@ def train_torch(model, batch_fn, *, steps: int, ctx: ExperimentContext, lr: floa
     on its shard of every global batch (see the module's docstring).
 
     Returns:
-        ``{"losses": [global mean loss per step], "seconds": training time,
-        "tokens_per_second": positions read per second, all processes together}``.
+        A dict: ``"losses"`` (the global mean loss of every step), ``"seconds"`` (the training
+        time) and ``"tokens_per_second"`` (positions read per second, all processes together).
     """
     import torch
 
@@ -362,10 +362,10 @@ def evaluate_torch(model, batches, *, ctx: ExperimentContext, desc: str = "eval"
     """Loss and accuracy of ``model`` over ``batches`` (an iterable of global NumPy batches).
 
     Returns:
-        ``{"loss": mean weighted cross-entropy (nats), "perplexity": exp(loss),
-        "token_accuracy": share of weighted positions whose argmax is the target,
-        "exact_match": share of rows whose weighted positions are all right,
-        "rows": rows, "tokens": weighted positions}``, summed over every process.
+        A dict, summed over every process: ``"loss"`` (mean weighted cross-entropy in nats),
+        ``"perplexity"`` (its exponential), ``"token_accuracy"`` (share of weighted positions
+        whose argmax is the target), ``"exact_match"`` (share of rows whose weighted positions
+        are all right), ``"rows"`` and ``"tokens"`` (weighted positions).
     """
     import torch
 

@@ -49,8 +49,10 @@ __all__ = ["MultiHeadAttention", "Transformer"]
 
 # --------------------------------------------------------------------------- each route's parts
 
-_CLASSES = {cls.__name__: cls for cls in (SinusoidalEncoding, LearnedEncoding, HybridEncoding, ALiBiBias,
-                                        T5RelativeBias, SwinRelativeBias, RotaryEmbedding)}
+# The classes that carry a route's scheme (posenc.attention.ROUTE_LAYERS names them).
+_CLASSES = {cls.__name__: cls for cls in (SinusoidalEncoding, LearnedEncoding, HybridEncoding,
+                                          ALiBiBias, T5RelativeBias, SwinRelativeBias,
+                                          RotaryEmbedding)}
 
 
 def _option_config(options: dict) -> dict:

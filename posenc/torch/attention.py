@@ -50,8 +50,10 @@ __all__ = ["MultiHeadAttention", "Transformer"]
 # --------------------------------------------------------------------------- each route's parts
 # A registry per route: what a scheme adds to the embeddings, and to the attention.
 
-_CLASSES = {cls.__name__: cls for cls in (SinusoidalEncoding, LearnedEncoding, HybridEncoding, ALiBiBias,
-                                        T5RelativeBias, SwinRelativeBias, RotaryEmbedding)}
+# The classes that carry a route's scheme (posenc.attention.ROUTE_LAYERS names them).
+_CLASSES = {cls.__name__: cls for cls in (SinusoidalEncoding, LearnedEncoding, HybridEncoding,
+                                          ALiBiBias, T5RelativeBias, SwinRelativeBias,
+                                          RotaryEmbedding)}
 
 
 def _layer_norm(x, scale, bias):
