@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -22,6 +23,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import posenc.torch as pt  # noqa: E402
+import record  # noqa: E402
 from bench_sinusoidal import timeit as shared_timeit  # noqa: E402
 
 HEADS, HEAD_DIM = 8, 64
@@ -42,7 +44,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--lengths", type=int, nargs="+", default=[256, 1024, 2048])
+    record.add_arguments(parser)
     args = parser.parse_args()
+    started = time.time()
     device = args.device
     torch.manual_seed(0)
     schemes = {"ALiBi (causal)": pt.ALiBiBias(HEADS).to(device),
@@ -51,7 +55,7 @@ def main() -> int:
           "(best of 7)")
     print(f"{'scheme':<20}{'L':>6}{'bias':>9}{'SDPA':>9}{'explicit':>10}{'ratio':>7}"
           f"{'max |diff|':>12}")
-    failed = []
+    failed, rows = [], []
     for name, module in schemes.items():
         for length in args.lengths:
             q, k, v = (torch.randn(1, HEADS, length, HEAD_DIM, device=device) for _ in range(3))
@@ -64,6 +68,9 @@ def main() -> int:
                 diff = (F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
                         - explicit(q, k, v, bias)).abs().max().item()
             ratio = t_sdpa / t_explicit
+            rows.append({"scheme": name, "L": length, "bias_ms": t_bias, "sdpa_ms": t_sdpa,
+                         "explicit_ms": t_explicit, "sdpa_over_explicit": ratio,
+                         "max_abs_diff": diff})
             print(f"{name:<20}{length:>6}{t_bias:>9.2f}{t_sdpa:>9.2f}{t_explicit:>10.2f}"
                   f"{ratio:>7.2f}{diff:>12.1e}")
             if diff >= 1e-4:
@@ -72,6 +79,8 @@ def main() -> int:
                 failed.append(f"{name}, L={length}: SDPA takes {ratio:.2f}x the explicit time")
     for line in failed:
         print("MISSED:", line)
+    record.save("bench-bias", rows, args, started=started, heads=HEADS, head_dim=HEAD_DIM,
+                missed=failed)
     return 1 if failed else 0
 
 

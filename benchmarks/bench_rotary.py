@@ -23,12 +23,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import torch  # noqa: E402
 
 import posenc.torch as pt  # noqa: E402
+import record  # noqa: E402
 from bench_sinusoidal import timeit as shared_timeit  # noqa: E402
 
 SHAPE = (4, 8, 2048, 64)
@@ -87,7 +89,7 @@ def hf_rope(device):
     return run
 
 
-def torch_table(device: str) -> list[str]:
+def torch_table(device: str, rows: list) -> list[str]:
     torch.manual_seed(0)
     q0, k0 = (torch.randn(SHAPE, device=device) for _ in range(2))
     gq, gk = (torch.randn(SHAPE, device=device) for _ in range(2))
@@ -136,6 +138,9 @@ def torch_table(device: str) -> list[str]:
     print(f"{'method':<36}{'fwd':>9}{'x copy':>8}{'fwd+bwd':>10}{'x copy':>8}")
     for name, (f, fb) in times.items():
         print(f"{name:<36}{f:>9.1f}{f / copy_f:>8.2f}{fb:>10.1f}{fb / copy_fb:>8.2f}")
+        rows.append({"table": f"torch-{device}", "method": name, "forward_ms": f,
+                     "forward_x_copy": f / copy_f, "forward_backward_ms": fb,
+                     "forward_backward_x_copy": fb / copy_fb})
     failed = []
     ours_f, ours_fb = times["posenc apply_rope"]
     if hf:
@@ -151,7 +156,7 @@ def torch_table(device: str) -> list[str]:
     return failed
 
 
-def keras_table() -> list[str]:
+def keras_table(out: list) -> list[str]:
     import keras
 
     import posenc.keras as pk
@@ -177,6 +182,8 @@ def keras_table() -> list[str]:
     print(f"{'method':<36}{'fwd':>9}{'x copy':>8}")
     for name, t in rows.items():
         print(f"{name:<36}{t:>9.1f}{t / copy:>8.2f}")
+        out.append({"table": f"keras-{keras.backend.backend()}", "method": name,
+                    "forward_ms": t, "forward_x_copy": t / copy})
     if keras_hub is not None:
         print(f"posenc.keras / keras-hub: {ours / rows['keras-hub RotaryEmbedding']:.2f}")
     return []
@@ -189,16 +196,21 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=1,
                         help="CPU threads of PyTorch (default 1: on a shared machine, small "
                              "multi-threaded ops wait for busy cores; 0 keeps PyTorch's own)")
+    record.add_arguments(parser)
     args = parser.parse_args()
+    started = time.time()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    failed = torch_table("cpu")
+    rows = []
+    failed = torch_table("cpu", rows)
     if args.device != "cpu":
-        failed += torch_table(args.device)
+        failed += torch_table(args.device, rows)
     if not args.no_keras:
-        failed += keras_table()
+        failed += keras_table(rows)
     for line in failed:
         print("MISSED:", line)
+    record.save("bench-rotary", rows, args, started=started, shape=list(SHAPE), rounds=ROUNDS,
+                missed=failed)
     return 1 if failed else 0
 
 

@@ -24,6 +24,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -31,6 +32,7 @@ import torch  # noqa: E402
 
 import posenc.shaw as shaw  # noqa: E402
 import posenc.torch as pt  # noqa: E402
+import record  # noqa: E402
 from bench_sinusoidal import timeit  # noqa: E402  (median of calls after a warm-up)
 
 HEADS, HEAD_DIM, MAX_DISTANCE = 8, 64, 128
@@ -132,7 +134,9 @@ def main() -> int:
     parser.add_argument("--window", type=int, default=32)
     parser.add_argument("--window-length", type=int, default=1024)
     parser.add_argument("--child", nargs=2, metavar=("METHOD", "LENGTH"), help=argparse.SUPPRESS)
+    record.add_arguments(parser)
     args = parser.parse_args()
+    started = time.time()
     if args.child:
         print(json.dumps(child(args.child[0], int(args.child[1]), args.device)))
         return 0
@@ -144,7 +148,7 @@ def main() -> int:
           f"L = {args.lengths[-1]}")
     print(f"{'L':>6} {'method':>16} {'time ms':>10} {'peak extra MiB':>15} "
           f"{'largest tensor MiB':>19}")
-    results = {}
+    results, rows = {}, []
     for length in args.lengths:
         block = shaw.query_blocks(length, length, HEADS)[0][1]
         for name, method in METHODS.items():
@@ -154,6 +158,8 @@ def main() -> int:
                                             length if name == "skew, one block" else block)
             print(f"{length:>6} {name:>16} {r['ms']:>10.1f} {r['peak_mib']:>15.1f} "
                   f"{largest:>19.1f}")
+            rows.append({"table": "shaw", "L": length, "method": name, "ms": r["ms"],
+                         "peak_extra_mib": r["peak_mib"], "largest_tensor_mib": largest})
         naive = results["naive", length]["peak_mib"]
         ratio = naive / max(results["skew", length]["peak_mib"], 1e-9)
         plain = naive / max(results["skew, one block", length]["peak_mib"], 1e-9)
@@ -186,10 +192,15 @@ def main() -> int:
           f"head_dim {HEAD_DIM}:")
     print(f"  vectorised {t_fast:.1f} ms, per-position loop {t_slow:.1f} ms: "
           f"{t_slow / t_fast:.1f}x (max difference {diff:.1e})")
+    rows += [{"table": "windowed", "L": length, "method": method, "ms": ms, "window": window,
+              "max_abs_diff": diff}
+             for method, ms in (("vectorised", t_fast), ("per-position loop", t_slow))]
     if t_slow / t_fast < 2 or diff > 1e-4:
         print("MISSED: the vectorised windowed attention should be 2x faster than the loop "
               "and equal to it")
         ok = False
+    record.save("bench-shaw", rows, args, started=started, heads=HEADS, head_dim=HEAD_DIM,
+                max_distance=MAX_DISTANCE, all_targets_met=ok)
     return 0 if ok else 1
 
 

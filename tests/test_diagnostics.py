@@ -327,6 +327,27 @@ def test_torch_monitor_refuses_foreign_weights():
         td.GradientMonitor(model, position_parameters=[nn.Parameter(torch.zeros(2))])
 
 
+
+def lab_table_health(face: str, prepare=None, steps: int = 12) -> str:
+    """The gradient monitor's verdict on the learned table of a small lab Transformer trained
+    for ``steps`` steps on the lag task; ``prepare(model)`` may change the model first."""
+    if face == "torch":
+        torch.manual_seed(0)
+        model = pt.Transformer(12, dim=16, depth=1, heads=2, position="learned", max_len=16)
+        model = (prepare or (lambda m: m))(model)
+        return _train_torch(model, steps=steps).health()
+    keras.utils.set_random_seed(0)
+    model = pk.Transformer(12, dim=16, depth=1, heads=2, position="learned", max_len=16)
+    model(np.zeros((1, 16), "int32"))
+    model = (prepare or (lambda m: m))(model)
+    return _train_keras(model, steps=steps).health()
+
+
+@pytest.mark.parametrize("face", ["torch", pytest.param("keras", marks=pytest.mark.keras)])
+def test_learned_table_gets_a_healthy_gradient(face):
+    assert lab_table_health(face) == "healthy"
+
+
 # --------------------------------------------------------------------------- the Keras face
 
 

@@ -468,3 +468,24 @@ def test_plumbing_faces_agree():
     message = same_error(["torch", "keras"], lambda face: FACES[face].LowRankEncoding.from_table(
         tensor(face, table), 0))
     assert "LowRankEncoding.from_table: rank must be at least 1" in message
+
+
+# --------------------------------------------------------------------------- reading past the end
+
+def past_the_table_error(face: str, encode) -> str:
+    """The message of the ValueError that ``encode(encoding, positions)`` raises when six
+    positions are read from a 4-row table ("" when it raises nothing)."""
+    enc = seeded(face, FACES[face].LearnedEncoding, 4, 8)
+    if face == "keras":
+        enc.build((1, 4, 8))
+    try:
+        encode(enc, tensor(face, np.arange(6)))
+    except ValueError as error:
+        return str(error)
+    return ""
+
+
+@pytest.mark.parametrize("face", ["torch", pytest.param("keras", marks=pytest.mark.keras)])
+def test_positions_past_the_table_raise(face):
+    message = past_the_table_error(face, lambda enc, positions: enc.encoding(positions))
+    assert "max_len=4" in message, message

@@ -1,0 +1,54 @@
+"""Bugs that real positional-encoding code has shipped, in Keras: WRONG ON PURPOSE.
+
+For teaching only (the debugging chapter): each function reproduces one mistake that
+:data:`posenc.bugs.BUGS` describes, next to the posenc code it gets wrong. The PyTorch face
+``posenc.torch.bugs`` has the same names. ``tests/test_bugs.py`` checks that posenc's tests
+fail on every one of them. Never use them in a model.
+"""
+
+from __future__ import annotations
+
+from keras import ops
+
+from posenc.keras.rotary import convert_rope_layout
+from posenc.sinusoidal import sinusoidal_inv_freq
+
+__all__ = ["convert_rope_layout_one_head", "apply_rope_in_input_dtype", "clamped_encoding",
+           "sinusoidal_swapped", "starve_position_table"]
+
+
+def convert_rope_layout_one_head(weight, num_heads, *, to):
+    """WRONG: permutes the whole projection as if it were one head (``num_heads`` ignored)."""
+    return convert_rope_layout(weight, 1, to=to)
+
+
+def apply_rope_in_input_dtype(x, positions, inv_freq):
+    """WRONG: half-layout RoPE whose positions and angles are in ``x``'s dtype."""
+    angles = ops.outer(ops.cast(positions, x.dtype), ops.cast(inv_freq, x.dtype))
+    cos, sin = ops.cos(angles), ops.sin(angles)
+    n = angles.shape[-1]
+    x1, x2 = x[..., :n], x[..., n:2 * n]
+    return ops.concatenate((x1 * cos - x2 * sin, x2 * cos + x1 * sin, x[..., 2 * n:]), -1)
+
+
+def clamped_encoding(encoding, positions):
+    """WRONG: a learned table's rows read without a length check; positions past the end
+    get the last row (what a clamping gather does)."""
+    table = ops.cast(encoding.table, "float32")
+    return ops.take(table, ops.minimum(positions, table.shape[0] - 1), axis=0)
+
+
+def sinusoidal_swapped(positions, dim, *, base=10000.0):
+    """WRONG: the concatenated sinusoidal encoding with the cosines first."""
+    inv_freq = ops.convert_to_tensor(sinusoidal_inv_freq(dim, base), "float32")
+    angles = ops.outer(ops.cast(positions, "float32"), inv_freq)
+    return ops.concatenate((ops.cos(angles), ops.sin(angles)), -1)
+
+
+def starve_position_table(model):
+    """WRONG: the model's learned table enters the model through ``stop_gradient`` (no
+    gradient reaches it)."""
+    encoding = model.position_encoding
+    original = encoding.encoding
+    encoding.encoding = lambda positions: ops.stop_gradient(original(positions))
+    return model

@@ -1,0 +1,54 @@
+"""Bugs that real positional-encoding code has shipped, in PyTorch: WRONG ON PURPOSE.
+
+For teaching only (the debugging chapter): each function reproduces one mistake that
+:data:`posenc.bugs.BUGS` describes, next to the posenc code it gets wrong. The Keras face
+``posenc.keras.bugs`` has the same names. ``tests/test_bugs.py`` checks that posenc's tests
+fail on every one of them. Never use them in a model.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from posenc.sinusoidal import sinusoidal_inv_freq
+from posenc.torch.rotary import convert_rope_layout
+
+__all__ = ["convert_rope_layout_one_head", "apply_rope_in_input_dtype", "clamped_encoding",
+           "sinusoidal_swapped", "starve_position_table"]
+
+
+def convert_rope_layout_one_head(weight, num_heads, *, to):
+    """WRONG: permutes the whole projection as if it were one head (``num_heads`` ignored)."""
+    return convert_rope_layout(weight, 1, to=to)
+
+
+def apply_rope_in_input_dtype(x, positions, inv_freq):
+    """WRONG: half-layout RoPE whose positions and angles are in ``x``'s dtype."""
+    inv_freq = torch.as_tensor(inv_freq, device=x.device)
+    angles = torch.outer(positions.to(x.dtype), inv_freq.to(x.dtype))
+    cos, sin = angles.cos(), angles.sin()
+    n = inv_freq.shape[0]
+    x1, x2 = x[..., :n], x[..., n:2 * n]
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin, x[..., 2 * n:]), -1)
+
+
+def clamped_encoding(encoding, positions):
+    """WRONG: a learned table's rows read without a length check; positions past the end
+    get the last row (what a clamping gather does)."""
+    table = encoding.table
+    return table[positions.clamp(max=table.shape[0] - 1)].float()
+
+
+def sinusoidal_swapped(positions, dim, *, base=10000.0):
+    """WRONG: the concatenated sinusoidal encoding with the cosines first."""
+    inv_freq = torch.as_tensor(sinusoidal_inv_freq(dim, base), dtype=torch.float32)
+    angles = torch.outer(positions.float(), inv_freq)
+    return torch.cat((angles.cos(), angles.sin()), -1)
+
+
+def starve_position_table(model):
+    """WRONG: the model's learned table enters the model detached (no gradient reaches it)."""
+    encoding = model.position_encoding
+    original = encoding.encoding
+    encoding.encoding = lambda positions: original(positions).detach()
+    return model

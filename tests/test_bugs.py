@@ -1,0 +1,128 @@
+"""Mutation tests: every bug of ``posenc.bugs.BUGS`` is caught by a check of posenc's suite.
+
+For each bug, the check that the test named in ``caught_by`` runs on posenc (imported from
+that test file, not written again) runs here on the deliberately wrong code of
+``posenc.bugs`` / ``posenc.{torch,keras}.bugs`` and must FAIL there, and pass on posenc. A
+check that passes on a known bug would guard nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from posenc import bias as nb
+from posenc import bugs
+
+HERE = Path(__file__).resolve().parent
+FACES = ["torch", pytest.param("keras", marks=pytest.mark.keras)]
+
+
+def face_bugs(face: str):
+    if face == "torch":
+        import posenc.torch.bugs as module
+    else:
+        import posenc.keras.bugs as module
+    return module
+
+
+def face_module(face: str):
+    if face == "torch":
+        import posenc.torch as module
+    else:
+        import posenc.keras as module
+    return module
+
+
+# --------------------------------------------------------------------------- the registry
+
+def test_every_bug_names_a_test_that_exists_and_is_run_here():
+    here = (HERE / "test_bugs.py").read_text()
+    for name, bug in bugs.BUGS.items():
+        path, function = bug.caught_by.split("::")
+        tree = ast.parse((HERE.parent / path).read_text())
+        assert function in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}, name
+        assert f'"{name}"' in here, f"no mutation test for {name}"
+        for face in bug.faces:
+            module = bugs if face == "numpy" else face_bugs(face)
+            assert hasattr(module, bug.wrong), (name, face)
+
+
+# --------------------------------------------------------------------------- one test per bug
+
+@pytest.mark.parametrize("face", FACES)
+def test_rope_layout(face):
+    """"rope-layout": the layout check fails on a conversion that ignores the heads."""
+    from test_rotary import layout_scores_error
+
+    assert layout_scores_error(face, face_module(face).convert_rope_layout) < 1e-4
+    assert layout_scores_error(face, face_bugs(face).convert_rope_layout_one_head) > 0.1
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_bfloat16_positions(face):
+    """"bfloat16-positions": the bound near 65,536 fails on angles in bfloat16."""
+    from test_rotary import bf16_error
+
+    assert bf16_error(face, face_module(face).apply_rope) < 0.05
+    assert bf16_error(face, face_bugs(face).apply_rope_in_input_dtype) > 0.5
+
+
+@pytest.mark.parametrize("face", FACES)
+@pytest.mark.parametrize("position", ["rope", "learned", "sinusoidal"])
+def test_cache_offset(face, position):
+    """"cache-offset": cached decoding differs from the full pass with the off-by-one cache."""
+    from test_attention import decoding_gap
+
+    assert decoding_gap(face, position) < 1e-4
+    assert decoding_gap(face, position, lambda m: bugs.OffByOneCache(m.depth)) > 1e-2
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_short_table(face):
+    """"short-table": reading past the table must raise; the clamping read does not."""
+    from test_learned import past_the_table_error
+
+    assert "max_len=4" in past_the_table_error(face, lambda enc, p: enc.encoding(p))
+    assert past_the_table_error(face, face_bugs(face).clamped_encoding) == ""
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_swapped_halves(face):
+    """"swapped-halves": the reference values fail on cosines first."""
+    from test_sinusoidal import reference_gap
+
+    module = face_module(face)
+    right = lambda p, d, base: module.sinusoidal(p, d, base=base, layout="concat")  # noqa
+    assert reference_gap(face, right, 64, 10000.0, "concat") < 1e-6
+    assert reference_gap(face, face_bugs(face).sinusoidal_swapped, 64, 10000.0, "concat") > 0.5
+
+
+@pytest.mark.parametrize("window", [(2, 2), (7, 7)])
+def test_swin_unscaled(window):
+    """"swin-unscaled": the no-collision check fails on the unscaled row offset."""
+    from test_bias import assert_swin_index
+
+    assert_swin_index(nb.swin_relative_index(*window), *window)
+    with pytest.raises(AssertionError):
+        assert_swin_index(bugs.swin_relative_index_unscaled(*window), *window)
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_starved_table(face):
+    """"starved-table": the gradient monitor's verdict turns from healthy to starved."""
+    from test_diagnostics import lab_table_health
+
+    assert lab_table_health(face) == "healthy"
+    assert lab_table_health(face, face_bugs(face).starve_position_table) == "starved"
+
+
+def test_unscaled_swin_index_collides_where_the_text_says():
+    """(dy, dx) = (0, 1) and (1, 0) share an index without the factor 2W - 1."""
+    wrong = bugs.swin_relative_index_unscaled(2, 2)
+    assert wrong[1, 0] == wrong[2, 0]
+    assert nb.swin_relative_index(2, 2)[1, 0] != nb.swin_relative_index(2, 2)[2, 0]
+    assert len(np.unique(wrong)) < 9
