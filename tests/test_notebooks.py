@@ -109,6 +109,14 @@ def _bib_keys() -> set[str]:
     return set(re.findall(r"^@\w+\{([^,\s]+),", text, flags=re.M))
 
 
+def test_the_bibliography_parses():
+    # the book build reads it with pybtex (sphinxcontrib-bibtex): an entry without its closing
+    # brace swallows the next one and stops the build
+    bibtex = pytest.importorskip("pybtex.database")
+    data = bibtex.parse_file(str(ROOT / "book" / "references.bib"), bib_format="bibtex")
+    assert set(data.entries) == _bib_keys()
+
+
 def _cited_keys() -> set[str]:
     import re
 
