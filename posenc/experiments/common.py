@@ -39,13 +39,37 @@ import numpy as np
 
 __all__ = ["SCHEMES", "ExperimentContext", "make_model", "count_parameters", "train_torch",
            "evaluate_torch", "fit_keras", "evaluate_keras", "fit", "evaluate", "split_rows", "metadata", "git_commit",
-           "hardware", "versions", "write_results", "read_results", "RESULTS_DIR"]
+           "hardware", "versions", "write_results", "read_results", "RESULTS_DIR",
+           "add_training_arguments", "sizes"]
 
 #: Positional schemes the lab compares by default (a subset of the Transformer's ``POSITIONS``).
 SCHEMES = ("none", "sinusoidal", "learned", "t5", "alibi", "rope")
 
 #: Where the committed results live (package data).
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def add_training_arguments(group, schemes, *, schemes_help: str | None = None) -> None:
+    """The options every lab experiment shares: ``--schemes``, ``--train-len`` (the training
+    length L; the longest one for tasks of several lengths), ``--steps``, ``--batch-size``,
+    ``--dim``, ``--depth``, ``--heads``, ``--lr``. Their defaults are ``None``: the ``--quick``
+    or default size (see :func:`sizes`)."""
+    group.add_argument("--schemes", nargs="+", default=None,
+                       help=schemes_help or f"positional schemes (default: {' '.join(schemes)})")
+    group.add_argument("--train-len", type=int, default=None, help="training length L")
+    for option in ("steps", "batch-size", "dim", "depth", "heads"):
+        group.add_argument(f"--{option}", type=int, default=None)
+    group.add_argument("--lr", type=float, default=None)
+
+
+def sizes(args, quick: dict, default: dict, schemes) -> dict:
+    """The settings in force: each option given, else its ``quick`` or ``default`` value, and
+    the schemes asked for, else ``schemes``."""
+    base = quick if args.quick else default
+    chosen = {k: (getattr(args, k) if getattr(args, k, None) is not None else v)
+              for k, v in base.items()}
+    chosen["schemes"] = list(getattr(args, "schemes", None) or schemes)
+    return chosen
 
 
 # --------------------------------------------------------------------------- the context

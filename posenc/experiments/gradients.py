@@ -25,7 +25,7 @@ import numpy as np
 
 from posenc.diagnostics import GRADIENT_RATIO_RANGE, gradient_health
 from posenc.experiments import data
-from posenc.experiments.common import fit, make_model
+from posenc.experiments.common import add_training_arguments, fit, make_model, sizes
 
 NAME = "gradients"
 
@@ -59,21 +59,15 @@ def healthy_range(ratios) -> tuple[float, float]:
 
 def add_arguments(parser) -> None:
     group = parser.add_argument_group(NAME)
-    group.add_argument("--schemes", nargs="+", default=None,
-                       help=f"schemes and controls (default: {' '.join(GRADIENT_SCHEMES)} "
-                            f"and, in PyTorch, {' '.join(CONTROLS)})")
-    for option in ("train-len", "steps", "batch-size", "dim", "depth", "heads"):
-        group.add_argument(f"--{option}", type=int, default=None)
-    group.add_argument("--lr", type=float, default=None)
+    add_training_arguments(
+        group, GRADIENT_SCHEMES,
+        schemes_help=(f"schemes and controls (default: {' '.join(GRADIENT_SCHEMES)} "
+                      f"and, in PyTorch, {' '.join(CONTROLS)})"))
 
 
 def settings(args) -> dict:
-    base = QUICK if args.quick else DEFAULT
-    chosen = {k: (getattr(args, k) if getattr(args, k, None) is not None else v)
-              for k, v in base.items()}
     default = GRADIENT_SCHEMES + (tuple(CONTROLS) if args.framework == "torch" else ())
-    chosen["schemes"] = list(args.schemes or default)
-    return chosen
+    return sizes(args, QUICK, DEFAULT, default)
 
 
 def starve(model, factor: float):

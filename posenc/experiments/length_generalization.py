@@ -11,8 +11,8 @@ examples for a given seed.
 from __future__ import annotations
 
 from posenc.experiments import data
-from posenc.experiments.common import (SCHEMES, count_parameters, evaluate, fit, make_model,
-                                       split_rows)
+from posenc.experiments.common import (SCHEMES, add_training_arguments, count_parameters,
+                                       evaluate, fit, make_model, sizes, split_rows)
 
 NAME = "length-generalization"
 
@@ -28,26 +28,15 @@ def add_arguments(parser) -> None:
     """Options of this experiment (each default depends on ``--quick``)."""
     group = parser.add_argument_group(NAME)
     group.add_argument("--tasks", nargs="+", choices=list(data.TASKS), default=None)
-    group.add_argument("--schemes", nargs="+", default=None,
-                       help=f"positional schemes (default: {' '.join(SCHEMES)})")
-    group.add_argument("--train-len", type=int, default=None, help="longest training length L")
+    add_training_arguments(group, SCHEMES)
     group.add_argument("--test-len", type=int, default=None, help="longest test length (2L)")
-    group.add_argument("--steps", type=int, default=None)
-    group.add_argument("--batch-size", type=int, default=None)
-    group.add_argument("--dim", type=int, default=None)
-    group.add_argument("--depth", type=int, default=None)
-    group.add_argument("--heads", type=int, default=None)
-    group.add_argument("--lr", type=float, default=None)
     group.add_argument("--eval-examples", type=int, default=None,
                        help="test examples per length")
 
 
 def settings(args) -> dict:
     """The sizes in force: the options given, else the quick or default ones."""
-    base = QUICK if args.quick else DEFAULT
-    chosen = {k: (getattr(args, k) if getattr(args, k, None) is not None else v)
-              for k, v in base.items()}
-    chosen["schemes"] = list(args.schemes or SCHEMES)
+    chosen = sizes(args, QUICK, DEFAULT, SCHEMES)
     if chosen["test_len"] is None:
         chosen["test_len"] = 2 * chosen["train_len"]
     if chosen["test_len"] < chosen["train_len"]:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 
 from posenc.experiments import data
-from posenc.experiments.common import (SCHEMES, count_parameters, evaluate, fit, make_model,
-                                       split_rows)
+from posenc.experiments.common import (SCHEMES, add_training_arguments, count_parameters,
+                                       evaluate, fit, make_model, sizes, split_rows)
 
 NAME = "lm-extrapolation"
 
@@ -27,15 +27,7 @@ DEFAULT = dict(train_len=128, eval_lens=[64, 128, 256, 512, 1024], steps=5000, b
 def add_lm_arguments(group) -> None:
     """The options every character-LM experiment shares."""
     group.add_argument("--corpus", choices=list(data.CORPORA), default="pydoc")
-    group.add_argument("--schemes", nargs="+", default=None,
-                       help=f"positional schemes (default: {' '.join(SCHEMES)})")
-    group.add_argument("--train-len", type=int, default=None, help="training window L")
-    group.add_argument("--steps", type=int, default=None)
-    group.add_argument("--batch-size", type=int, default=None)
-    group.add_argument("--dim", type=int, default=None)
-    group.add_argument("--depth", type=int, default=None)
-    group.add_argument("--heads", type=int, default=None)
-    group.add_argument("--lr", type=float, default=None)
+    add_training_arguments(group, SCHEMES)
     group.add_argument("--eval-chars", type=int, default=None,
                        help="validation characters to evaluate on (0: all)")
 
@@ -48,10 +40,7 @@ def add_arguments(parser) -> None:
 
 
 def settings(args, quick=QUICK, default=DEFAULT, schemes=SCHEMES) -> dict:
-    base = quick if args.quick else default
-    chosen = {k: (getattr(args, k) if getattr(args, k, None) is not None else v)
-              for k, v in base.items()}
-    chosen["schemes"] = list(getattr(args, "schemes", None) or schemes)
+    chosen = sizes(args, quick, default, schemes)
     chosen["corpus"] = args.corpus
     return chosen
 

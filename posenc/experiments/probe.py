@@ -22,7 +22,7 @@ import numpy as np
 
 from posenc.diagnostics import mean_by_offset, probe_layers, similarity
 from posenc.experiments import data
-from posenc.experiments.common import fit, make_model
+from posenc.experiments.common import add_training_arguments, fit, make_model, sizes
 
 NAME = "probe"
 
@@ -36,20 +36,14 @@ DEFAULT = dict(train_len=128, steps=2000, batch_size=64, dim=256, depth=4, heads
 
 def add_arguments(parser) -> None:
     group = parser.add_argument_group(NAME)
-    group.add_argument("--schemes", nargs="+", default=None,
-                       help=f"positional schemes (default: {' '.join(PROBE_SCHEMES)})")
-    for option in ("train-len", "steps", "batch-size", "dim", "depth", "heads",
-                   "probe-windows", "sentence-len"):
+    add_training_arguments(group, PROBE_SCHEMES)
+    for option in ("probe-windows", "sentence-len"):
         group.add_argument(f"--{option}", type=int, default=None)
-    group.add_argument("--lr", type=float, default=None)
     group.add_argument("--ridge", type=float, default=1.0, help="the probe's ridge penalty")
 
 
 def settings(args) -> dict:
-    base = QUICK if args.quick else DEFAULT
-    chosen = {k: (getattr(args, k) if getattr(args, k, None) is not None else v)
-              for k, v in base.items()}
-    chosen["schemes"] = list(args.schemes or PROBE_SCHEMES)
+    chosen = sizes(args, QUICK, DEFAULT, PROBE_SCHEMES)
     chosen["ridge"] = args.ridge
     return chosen
 
