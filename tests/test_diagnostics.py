@@ -542,7 +542,7 @@ def test_healthy_range_rule():
 
 def test_gradients_experiment_flags_the_starved_controls(tmp_path):
     from posenc.experiments.cli import main
-    from posenc.experiments.common import read_results
+    from posenc.experiments.records import read_results
 
     assert main(["gradients", "--schemes", "learned", "t5", "learned-scaled", "learned-detached",
                  "--out", str(tmp_path), *TINY_LAB]) == 0
@@ -559,7 +559,7 @@ def test_gradients_experiment_flags_the_starved_controls(tmp_path):
 
 def test_gradients_experiment_in_keras(tmp_path):
     from posenc.experiments.cli import main
-    from posenc.experiments.common import read_results
+    from posenc.experiments.records import read_results
 
     assert main(["gradients", "--framework", "keras", "--schemes", "learned",
                  "--out", str(tmp_path), *TINY_LAB]) == 0
@@ -570,7 +570,7 @@ def test_gradients_experiment_in_keras(tmp_path):
 
 def test_probe_experiment_rows_and_pictures(tmp_path):
     from posenc.experiments.cli import main
-    from posenc.experiments.common import read_results
+    from posenc.experiments.records import read_results
 
     assert main(["probe", "--schemes", "learned", "alibi", "t5", "--probe-windows", "8",
                  "--sentence-len", "6", "--out", str(tmp_path), *TINY_LAB]) == 0
@@ -648,7 +648,7 @@ def test_bfloat16_models_give_float32_states_and_finite_norms(mixed_bfloat16):
 
 def test_probe_experiment_in_keras(tmp_path):
     from posenc.experiments.cli import main
-    from posenc.experiments.common import read_results
+    from posenc.experiments.records import read_results
 
     assert main(["probe", "--framework", "keras", "--schemes", "learned", "t5",
                  "--probe-windows", "8", "--sentence-len", "6", "--out", str(tmp_path),

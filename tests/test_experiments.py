@@ -16,8 +16,8 @@ import pytest
 from posenc.experiments import EXPERIMENTS, experiment, load_results, results_path
 from posenc.experiments import data
 from posenc.experiments.cli import main, parse_args
-from posenc.experiments.common import (ExperimentContext, metadata, read_results,
-                                       write_results)
+from posenc.experiments.context import ExperimentContext
+from posenc.experiments.records import read_results, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--schemes", "alibi", "--tasks", "copy", "--train-len", "4", "--steps", "12",
@@ -166,7 +166,7 @@ def test_wikitext_without_datasets_says_what_to_do():
 
 def test_metadata_fields():
     ctx = ExperimentContext(name="ablation", seeds=[1, 2], command="python -m x ablation")
-    meta = metadata(ctx)
+    meta = ctx.metadata()
     for key in ("command", "commit", "hardware", "versions", "seeds", "wall_seconds",
                 "started_utc", "world_size", "framework", "quick"):
         assert key in meta, key
@@ -270,7 +270,8 @@ def test_keras_quick_smoke(tmp_path):
     assert json.dumps(results)   # plain JSON
 
 
-@pytest.mark.parametrize("name", ["posenc.experiments.data", "posenc.experiments.analysis"])
+@pytest.mark.parametrize("name", ["posenc.experiments.data", "posenc.experiments.analysis",
+                                  "posenc.experiments.records", "posenc.experiments.runners"])
 def test_docstring_examples(name):
     import doctest
     import importlib
@@ -282,6 +283,7 @@ def test_docstring_examples(name):
 
 def test_importing_the_lab_imports_no_framework():
     code = ("import sys, posenc.experiments, posenc.experiments.cli, posenc.experiments.data, "
+            "posenc.experiments.context, posenc.experiments.records, posenc.experiments.runners, "
             "posenc.experiments.analysis; print(sorted(m for m in ('torch', 'keras', "
             "'tensorflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

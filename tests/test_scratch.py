@@ -406,7 +406,8 @@ def test_chapter6_alibi_bias_scratch_equals_the_package(causal, q_len, k_len):
 
 
 def test_perplexity_equals_the_lab():
-    from posenc.experiments.common import ExperimentContext, evaluate_torch
+    from posenc.experiments.context import ExperimentContext
+    from posenc.experiments.runners import TorchRunner
 
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(8, 6, 5)).astype(np.float32)
@@ -417,8 +418,8 @@ def test_perplexity_equals_the_lab():
             return torch.from_numpy(logits)
 
     ctx = ExperimentContext(name="t", device=torch.device("cpu"), progress_bars=False)
-    want = evaluate_torch(Fixed(), [(targets, targets, np.ones((8, 6), np.float32))],
-                          ctx=ctx)["perplexity"]
+    want = TorchRunner(ctx).evaluate(Fixed(), [(targets, targets, np.ones((8, 6), np.float32))]
+                                     )["perplexity"]
     got_t = float(st.perplexity(torch.from_numpy(logits), torch.from_numpy(targets)))
     got_k = float(ops.convert_to_numpy(sk.perplexity(logits, targets)))
     assert got_t == pytest.approx(want, rel=1e-6) and got_k == pytest.approx(want, rel=1e-6)

@@ -9,8 +9,11 @@ Run one from a shell::
 ``python -m posenc.experiments NAME --help`` lists an experiment's options.
 :data:`EXPERIMENTS` maps each name to the module that implements it; every such module has
 ``add_arguments(parser)`` (its own options) and ``run(args, ctx) -> dict`` (``ctx`` an
-:class:`~posenc.experiments.common.ExperimentContext`). The shared pieces (data, model, loops,
-metadata, results) are in :mod:`posenc.experiments.data` and :mod:`posenc.experiments.common`.
+:class:`~posenc.experiments.context.ExperimentContext`). The shared pieces: the data
+(:mod:`posenc.experiments.data`), the context (:mod:`posenc.experiments.context`), the model,
+its training and reading in either framework (:mod:`posenc.experiments.runners`, one runner
+per framework, ``ctx.runner``), the metadata and results (:mod:`posenc.experiments.records`)
+and the shared options (:mod:`posenc.experiments.cli`).
 
 After every trained model the results so far are written (``meta["partial"]`` is true until
 the run ends), so a run that stops early leaves what it measured.
@@ -22,7 +25,8 @@ The results of the runs the book shows are package data in
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
+
+from posenc.experiments.records import RESULTS_DIR, read_results, results_path
 
 __all__ = ["EXPERIMENTS", "experiment", "load_results", "results_path"]
 
@@ -45,16 +49,6 @@ def experiment(name: str):
     return importlib.import_module(EXPERIMENTS[name])
 
 
-def results_path(name: str, *, framework: str = "torch", tag=None, folder=None) -> Path:
-    """Path of an experiment's results JSON: ``<folder>/<name>/results[-keras][-tag].json``;
-    ``folder`` defaults to the committed results (package data)."""
-    from posenc.experiments.common import RESULTS_DIR
-
-    stem = "results" if framework == "torch" else f"results-{framework}"
-    stem += f"-{tag}" if tag else ""
-    return Path(folder or RESULTS_DIR) / name / f"{stem}.json"
-
-
 def load_results(name: str, *, framework: str = "torch", tag=None, folder=None) -> dict:
     """The saved results of experiment ``name``: ``{"meta": {...}, "rows": [...]}``.
 
@@ -67,8 +61,6 @@ def load_results(name: str, *, framework: str = "torch", tag=None, folder=None) 
         >>> sorted(results) == ["meta", "rows"]                   # doctest: +SKIP
         True
     """
-    from posenc.experiments.common import read_results
-
     path = results_path(name, framework=framework, tag=tag, folder=folder)
     if not path.exists():
         raise ValueError(f"load_results: no results for name={name!r} (framework="

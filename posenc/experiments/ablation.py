@@ -10,7 +10,6 @@ throughput (characters per second), the validation perplexity at the training le
 from __future__ import annotations
 
 from posenc.experiments import data
-from posenc.experiments.common import count_parameters
 from posenc.experiments.lm_extrapolation import add_lm_arguments, eval_lm, settings, train_lm
 
 NAME = "ablation"
@@ -39,7 +38,7 @@ def run(args, ctx) -> dict:
     for seed in ctx.seeds:
         for scheme in s["schemes"]:
             model, result = train_lm(scheme, seed, s, ctx, train_ids, len(vocab), long_len)
-            total, position = count_parameters(model)
+            total, position = ctx.runner.count_parameters(model)
             short = eval_lm(model, valid_ids, s["train_len"], s, ctx, desc=f"{scheme} short")
             long = eval_lm(model, valid_ids, long_len, s, ctx, desc=f"{scheme} long")
             rows.append({"scheme": scheme, "seed": seed, "parameters": total,

@@ -4,6 +4,9 @@ Common options (every experiment): ``--quick``, ``--seed N`` or ``--seeds N [N .
 ``--out DIR``, ``--framework torch|keras``, ``--device``, ``--no-progress``. Each experiment
 adds its own (``python -m posenc.experiments NAME --help``).
 
+The framework's runner (:data:`posenc.experiments.runners.RUNNERS`) is chosen here, once,
+and reaches the experiment as ``ctx.runner``.
+
 Under ``torchrun`` (the environment holds ``WORLD_SIZE`` > 1) the process group is started
 (NCCL on CUDA, else gloo), each process takes the device of its ``LOCAL_RANK``, and rank 0
 alone logs and writes.
@@ -18,11 +21,38 @@ import sys
 from pathlib import Path
 
 from posenc.experiments import EXPERIMENTS, experiment
-from posenc.experiments.common import ExperimentContext
+from posenc.experiments.context import ExperimentContext
+from posenc.experiments.records import without_out
 
-__all__ = ["build_parser", "parse_args", "main"]
+__all__ = ["SCHEMES", "add_training_arguments", "sizes", "build_parser", "parse_args", "main"]
 
 FRAMEWORKS = ("torch", "keras")
+
+#: Positional schemes the lab compares by default (a subset of the Transformer's ``POSITIONS``).
+SCHEMES = ("none", "sinusoidal", "learned", "t5", "alibi", "rope")
+
+
+def add_training_arguments(group, schemes, *, schemes_help: str | None = None) -> None:
+    """The options every lab experiment shares: ``--schemes``, ``--train-len`` (the training
+    length L; the longest one for tasks of several lengths), ``--steps``, ``--batch-size``,
+    ``--dim``, ``--depth``, ``--heads``, ``--lr``. Their defaults are ``None``: the ``--quick``
+    or default size (see :func:`sizes`)."""
+    group.add_argument("--schemes", nargs="+", default=None,
+                       help=schemes_help or f"positional schemes (default: {' '.join(schemes)})")
+    group.add_argument("--train-len", type=int, default=None, help="training length L")
+    for option in ("steps", "batch-size", "dim", "depth", "heads"):
+        group.add_argument(f"--{option}", type=int, default=None)
+    group.add_argument("--lr", type=float, default=None)
+
+
+def sizes(args, quick: dict, default: dict, schemes) -> dict:
+    """The settings in force: each option given, else its ``quick`` or ``default`` value, and
+    the schemes asked for, else ``schemes``."""
+    base = quick if args.quick else default
+    chosen = {k: (getattr(args, k) if getattr(args, k, None) is not None else v)
+              for k, v in base.items()}
+    chosen["schemes"] = list(getattr(args, "schemes", None) or schemes)
+    return chosen
 
 
 def _top_parser() -> argparse.ArgumentParser:
@@ -81,48 +111,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def _setup_torch(args, world_size: int):
-    import torch
-
-    from posenc.device import pick_device
-
-    if world_size > 1:
-        import torch.distributed as dist
-
-        local_rank = int(os.environ.get("LOCAL_RANK", 0))
-        use_cuda = torch.cuda.is_available() and args.device in ("auto", "cuda")
-        if use_cuda:
-            torch.cuda.set_device(local_rank)
-            device = torch.device("cuda", local_rank)
-        else:
-            device = torch.device("cpu")
-        dist.init_process_group("nccl" if use_cuda else "gloo")
-        return device, dist.get_rank()
-    threads = "auto" if args.threads is None else args.threads
-    if args.device == "auto":
-        return pick_device(verbose=False, cpu_threads=threads), 0
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-    return torch.device(args.device), 0
-
-
-def _without_out(argv) -> list:
-    """``argv`` without ``--out DIR``: where the files went is not how they were made, and a
-    folder of one machine has no place in a committed result."""
-    kept, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == "--out":
-            skip = True
-        elif not arg.startswith("--out="):
-            kept.append(arg)
-    return kept
-
-
 def _command(argv) -> str:
     """The command line as typed (``--out`` left out), with ``torchrun`` when under it."""
-    argv = _without_out(argv)
+    argv = without_out(argv)
     launcher = "python -m posenc.experiments"
     world = int(os.environ.get("WORLD_SIZE", 1))
     if world > 1:
@@ -136,23 +127,20 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     world_size = int(os.environ.get("WORLD_SIZE", 1))
-    if args.framework == "keras" and world_size > 1:
-        raise SystemExit("--framework keras runs in one process; start it without torchrun.")
-    device, rank = (_setup_torch(args, world_size) if args.framework == "torch"
-                    else (None, 0))
+    from posenc.experiments.runners import RUNNERS
+
+    runner = RUNNERS[args.framework]          # the one choice of framework
+    device, rank = runner.setup(args, world_size)
     arguments = {k: v for k, v in vars(args).items() if k != "out"}
     ctx = ExperimentContext(name=args.name, framework=args.framework, device=device, rank=rank,
                             world_size=world_size, seeds=list(args.seeds), out=args.out,
                             quick=args.quick, progress_bars=not args.no_progress, tag=args.tag,
                             command=_command(argv), arguments=arguments)
+    ctx.runner = runner(ctx)
     try:
         summary = experiment(args.name).run(args, ctx)
     finally:
-        if world_size > 1:
-            import torch.distributed as dist
-
-            if dist.is_initialized():
-                dist.destroy_process_group()
+        runner.teardown(world_size)
     if ctx.is_main and summary:
         for key, value in summary.items():
             print(f"{key}: {value}")

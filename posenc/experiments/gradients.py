@@ -25,7 +25,7 @@ import numpy as np
 
 from posenc.diagnostics import GRADIENT_RATIO_RANGE, gradient_health
 from posenc.experiments import data
-from posenc.experiments.common import add_training_arguments, fit, make_model, sizes
+from posenc.experiments.cli import add_training_arguments, sizes
 
 NAME = "gradients"
 
@@ -67,7 +67,13 @@ def add_arguments(parser) -> None:
 
 def settings(args) -> dict:
     default = GRADIENT_SCHEMES + (tuple(CONTROLS) if args.framework == "torch" else ())
-    return sizes(args, QUICK, DEFAULT, default)
+    chosen = sizes(args, QUICK, DEFAULT, default)
+    controls = [scheme for scheme in chosen["schemes"] if scheme in CONTROLS]
+    if controls and args.framework != "torch":
+        raise ValueError(f"gradients: schemes={controls} are PyTorch controls "
+                         f"(torch.nn.utils.parametrize), got framework={args.framework!r}; "
+                         "run them with --framework torch or leave them out.")
+    return chosen
 
 
 def starve(model, factor: float):
@@ -75,7 +81,7 @@ def starve(model, factor: float):
 
     ``factor > 0``: the table enters the model multiplied by ``factor`` (its gradient too);
     ``factor == 0``: the table is detached (no gradient). Uses ``torch.nn.utils.parametrize``,
-    so the model's code is unchanged and ``model.position_parameters()`` still lists the table.
+    so the model's code is unchanged and ``model.position_weights()`` still lists the table.
     """
     import torch.nn.utils.parametrize as parametrize
     from torch import nn
@@ -88,44 +94,15 @@ def starve(model, factor: float):
     return model
 
 
-def _train_torch(scheme, seed, s, ctx, train_ids, vocab_size):
-    from posenc.torch.diagnostics import GradientMonitor
-
+def _train(scheme, seed, s, ctx, train_ids, vocab_size):
+    """Train one model under the face's gradient monitor; returns ``(log, losses)``."""
     base = "learned" if scheme in CONTROLS else scheme
-    model = make_model(base, vocab_size, dim=s["dim"], depth=s["depth"], heads=s["heads"],
-                       max_len=s["train_len"], seed=seed)
+    model = ctx.runner.make_model(base, vocab_size, dim=s["dim"], depth=s["depth"],
+                                  heads=s["heads"], max_len=s["train_len"], seed=seed)
     if scheme in CONTROLS:
         starve(model, CONTROLS[scheme])
-    monitor = GradientMonitor(model)      # steps itself at every training forward pass
-    result = fit(model, lambda step: _batch(train_ids, s, seed, step), steps=s["steps"],
-                 ctx=ctx, lr=s["lr"], desc=f"{scheme} seed {seed}")
-    monitor.remove()
-    return monitor.log, result["losses"]
-
-
-def _train_keras(scheme, seed, s, ctx, train_ids, vocab_size):
-    import keras
-
-    from posenc.keras.diagnostics import GradientMonitor
-
-    model = make_model(scheme, vocab_size, framework="keras", dim=s["dim"], depth=s["depth"],
-                       heads=s["heads"], max_len=s["train_len"], seed=seed)
-    monitor = GradientMonitor(model)
-    optimizer = keras.optimizers.AdamW(s["lr"], beta_2=0.98, weight_decay=0.01, clipnorm=1.0)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    losses = []
-    for step in ctx.progress(range(s["steps"]), desc=f"{scheme} seed {seed}"):
-        inputs, targets, _ = _batch(train_ids, s, seed, step)
-        inputs, targets = inputs.astype("int32"), targets.astype("int32")
-        value = {}
-
-        def loss():
-            value["loss"] = loss_fn(targets, model(inputs, training=True))
-            return value["loss"]
-
-        optimizer.apply(monitor.gradients(loss), model.trainable_variables)
-        losses.append(float(keras.ops.convert_to_numpy(value["loss"])))
-    return monitor.log, losses
+    return ctx.runner.fit_monitored(model, lambda step: _batch(train_ids, s, seed, step),
+                                    steps=s["steps"], lr=s["lr"], desc=f"{scheme} seed {seed}")
 
 
 def _batch(train_ids, s, seed, step):
@@ -144,11 +121,10 @@ def summarize(log) -> dict:
 def run(args, ctx) -> dict:
     s = settings(args)
     vocab, train_ids, _ = data.split("pydoc")
-    train = _train_torch if ctx.framework == "torch" else _train_keras
     rows, summary, healthy_ratios = [], {}, []
     for seed in ctx.seeds:
         for scheme in s["schemes"]:
-            log, losses = train(scheme, seed, s, ctx, train_ids, len(vocab))
+            log, losses = _train(scheme, seed, s, ctx, train_ids, len(vocab))
             ratios = log.ratios
             for step in range(log.steps):
                 rows.append({"scheme": scheme, "seed": seed, "step": step,

@@ -11,8 +11,8 @@ examples for a given seed.
 from __future__ import annotations
 
 from posenc.experiments import data
-from posenc.experiments.common import (SCHEMES, add_training_arguments, count_parameters,
-                                       evaluate, fit, make_model, sizes, split_rows)
+from posenc.experiments.cli import SCHEMES, add_training_arguments, sizes
+from posenc.experiments.runners import split_rows
 
 NAME = "length-generalization"
 
@@ -71,21 +71,20 @@ def run(args, ctx) -> dict:
                                         seed=10_000_000 + 1_000 * base + n)
                      for n in range(1, s["test_len"] + 1)}
             for scheme in s["schemes"]:
-                model = make_model(scheme, vocab, framework=ctx.framework, dim=s["dim"],
-                                   depth=s["depth"], heads=s["heads"], max_len=max_len,
-                                   seed=seed)
+                model = ctx.runner.make_model(scheme, vocab, dim=s["dim"], depth=s["depth"],
+                                              heads=s["heads"], max_len=max_len, seed=seed)
                 label = f"{task} {scheme} seed {seed}"
-                result = fit(model, batch_fn, steps=s["steps"], ctx=ctx, lr=s["lr"],
-                             desc=label)
-                total, position = count_parameters(model)
+                result = ctx.runner.fit(model, batch_fn, steps=s["steps"], lr=s["lr"],
+                                        desc=label)
+                total, position = ctx.runner.count_parameters(model)
                 training.append({"task": task, "scheme": scheme, "seed": seed,
                                  "first_loss": result["losses"][0],
                                  "final_loss": result["losses"][-1],
                                  "seconds": round(result["seconds"], 2),
                                  "parameters": total, "position_parameters": position})
                 for n, batch in tests.items():
-                    got = evaluate(model, split_rows(batch, 256), ctx=ctx,
-                                   desc=f"{label} len {n}")
+                    got = ctx.runner.evaluate(model, split_rows(batch, 256),
+                                              desc=f"{label} len {n}")
                     rows.append({"task": task, "scheme": scheme, "seed": seed, "length": n,
                                  "in_distribution": n <= s["train_len"],
                                  "exact_match": round(got["exact_match"], 6),

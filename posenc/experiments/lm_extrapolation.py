@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 
 from posenc.experiments import data
-from posenc.experiments.common import (SCHEMES, add_training_arguments, count_parameters,
-                                       evaluate, fit, make_model, sizes, split_rows)
+from posenc.experiments.cli import SCHEMES, add_training_arguments, sizes
+from posenc.experiments.runners import split_rows
 
 NAME = "lm-extrapolation"
 
@@ -47,15 +47,15 @@ def settings(args, quick=QUICK, default=DEFAULT, schemes=SCHEMES) -> dict:
 
 def train_lm(scheme, seed, s, ctx, train_ids, vocab_size, max_len):
     """Train one character LM; returns ``(model, fit result)``."""
-    model = make_model(scheme, vocab_size, framework=ctx.framework, dim=s["dim"],
-                       depth=s["depth"], heads=s["heads"], max_len=max_len, seed=seed)
+    model = ctx.runner.make_model(scheme, vocab_size, dim=s["dim"], depth=s["depth"],
+                                  heads=s["heads"], max_len=max_len, seed=seed)
 
     def batch_fn(step):
         return data.lm_batch(train_ids, s["batch_size"], s["train_len"],
                              seed=seed * 1_000_003 + step)
 
-    return model, fit(model, batch_fn, steps=s["steps"], ctx=ctx, lr=s["lr"],
-                      desc=f"{scheme} seed {seed}")
+    return model, ctx.runner.fit(model, batch_fn, steps=s["steps"], lr=s["lr"],
+                                 desc=f"{scheme} seed {seed}")
 
 
 def eval_lm(model, valid_ids, length, s, ctx, desc=""):
@@ -63,7 +63,7 @@ def eval_lm(model, valid_ids, length, s, ctx, desc=""):
     ids = valid_ids[: s["eval_chars"] + 1] if s["eval_chars"] else valid_ids
     windows = data.lm_windows(ids, length)
     rows_per_batch = max(1, 16_384 // length)
-    got = evaluate(model, split_rows(windows, rows_per_batch), ctx=ctx, desc=desc)
+    got = ctx.runner.evaluate(model, split_rows(windows, rows_per_batch), desc=desc)
     return {"loss": round(got["loss"], 6), "perplexity": round(got["perplexity"], 6),
             "bits_per_char": round(got["loss"] / math.log(2), 6),
             "accuracy": round(got["token_accuracy"], 6), "tokens": got["tokens"]}
@@ -77,7 +77,7 @@ def run(args, ctx) -> dict:
         for scheme in s["schemes"]:
             model, result = train_lm(scheme, seed, s, ctx, train_ids, len(vocab),
                                      max(s["eval_lens"]))
-            total, position = count_parameters(model)
+            total, position = ctx.runner.count_parameters(model)
             training.append({"scheme": scheme, "seed": seed, "first_loss": result["losses"][0],
                              "final_loss": result["losses"][-1],
                              "seconds": round(result["seconds"], 2),

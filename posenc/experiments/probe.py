@@ -22,7 +22,7 @@ import numpy as np
 
 from posenc.diagnostics import mean_by_offset, probe_layers, similarity
 from posenc.experiments import data
-from posenc.experiments.common import add_training_arguments, fit, make_model, sizes
+from posenc.experiments.cli import add_training_arguments, sizes
 
 NAME = "probe"
 
@@ -64,36 +64,18 @@ def sentence(valid_ids, vocab, length: int):
     return ids, vocab.decode(ids[0])
 
 
-def _faces(framework):
-    if framework == "torch":
-        import posenc.torch.diagnostics as faces
-    else:
-        import posenc.keras.diagnostics as faces
-    return faces
-
-
-def _table(model, framework):
+def _table(model, runner):
     """The learned table of a lab Transformer as a NumPy array."""
-    if framework == "torch":
-        return model.position_encoding.table.detach().cpu().numpy()
-    import keras
-
-    return keras.ops.convert_to_numpy(model.position_weights[0])
+    return runner.to_numpy(runner.position_weights(model)[0])
 
 
-def _first_layer_bias(model, length, framework):
+def _first_layer_bias(model, length, runner):
     """The first block's position bias ``(heads, length, length)`` of a bias scheme (NumPy)."""
-    bias = model.blocks[0].attention.position_bias(length, length)
-    if framework == "torch":
-        return bias.detach().float().cpu().numpy()[0]
-    import keras
-
-    return np.asarray(keras.ops.convert_to_numpy(bias), dtype=np.float32)[0]
+    return runner.to_numpy(model.blocks[0].attention.position_bias(length, length))[0]
 
 
 def _probe_rows(model, windows, s, ctx, scheme, seed, stage):
-    faces = _faces(ctx.framework)
-    hidden = faces.hidden_states(model, windows)
+    hidden = ctx.runner.hidden_states(model, windows)
     results = probe_layers(hidden, ridge=s["ridge"], seed=seed)
     rows = []
     for layer, result in enumerate(results):
@@ -108,37 +90,33 @@ def run(args, ctx) -> dict:
     s = settings(args)
     vocab, train_ids, valid_ids = data.split("pydoc")
     windows = data.lm_windows(valid_ids, s["train_len"], max_windows=s["probe_windows"])[0]
-    if ctx.framework == "keras":
-        windows = windows.astype("int32")
     sentence_ids, sentence_text = sentence(valid_ids, vocab, s["sentence_len"])
     rows, table_profile, attention, t5_bias = [], {}, {}, None
     for seed in ctx.seeds:
         for scheme in s["schemes"]:
-            model = make_model(scheme, len(vocab), framework=ctx.framework, dim=s["dim"],
-                               depth=s["depth"], heads=s["heads"], max_len=s["train_len"],
-                               seed=seed)
+            model = ctx.runner.make_model(scheme, len(vocab), dim=s["dim"], depth=s["depth"],
+                                          heads=s["heads"], max_len=s["train_len"], seed=seed)
             rows += _probe_rows(model, windows, s, ctx, scheme, seed, "init")
             if scheme == "learned":
-                before = mean_by_offset(similarity(_table(model, ctx.framework)))
-            result = fit(model, lambda step: data.lm_batch(
+                before = mean_by_offset(similarity(_table(model, ctx.runner)))
+            result = ctx.runner.fit(model, lambda step: data.lm_batch(
                 train_ids, s["batch_size"], s["train_len"], seed=seed * 1_000_003 + step),
-                steps=s["steps"], ctx=ctx, lr=s["lr"], desc=f"{scheme} seed {seed}")
+                steps=s["steps"], lr=s["lr"], desc=f"{scheme} seed {seed}")
             trained = _probe_rows(model, windows, s, ctx, scheme, seed, "trained")
             for row in trained:
                 row["final_loss"] = round(result["losses"][-1], 6)
             rows += trained
             if scheme == "learned":
-                offsets, after = mean_by_offset(similarity(_table(model, ctx.framework)))
+                offsets, after = mean_by_offset(similarity(_table(model, ctx.runner)))
                 keep = offsets >= 0
                 table_profile[str(seed)] = {"offsets": offsets[keep].tolist(),
                                             "before": np.round(before[1][keep], 6).tolist(),
                                             "after": np.round(after[keep], 6).tolist()}
             if seed == ctx.seeds[0] and scheme == "t5":
-                bias = _first_layer_bias(model, s["sentence_len"], ctx.framework)
+                bias = _first_layer_bias(model, s["sentence_len"], ctx.runner)
                 t5_bias = np.round(bias, 4).tolist()
             if seed == ctx.seeds[0]:
-                maps = _faces(ctx.framework).attention_maps(
-                    model, sentence_ids.astype("int32" if ctx.framework == "keras" else "int64"))
+                maps = ctx.runner.attention_maps(model, sentence_ids)
                 attention[scheme] = np.round(np.stack([m[0] for m in maps]), 4).tolist()
             ctx.log(f"{scheme} seed {seed}: probe R^2 by layer "
                     + ", ".join(f"{row['r2']:.3f}" for row in trained))
