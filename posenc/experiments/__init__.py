@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import importlib
 
-from posenc.experiments.records import RESULTS_DIR, read_results, results_path
+from posenc.experiments.records import read_results, results_path
 
 __all__ = ["EXPERIMENTS", "experiment", "load_results", "results_path"]
 
