@@ -300,3 +300,81 @@ def test_analysis_summaries():
     acc = [{"scheme": "x", "token_accuracy": 0.2}, {"scheme": "y", "token_accuracy": 0.9}]
     assert ranking(acc) == [("y", 0.9), ("x", 0.2)]
     assert markdown_table(["a", "b"], [["x", 1.234]]).splitlines()[2] == "| x | 1.23 |"
+
+
+# --------------------------------------------------------------------------- the two trainers
+
+
+def _copy_batches(step):
+    """Batches of the copy task: uneven lengths, so that the weights do not sum to the size."""
+    width = data.sequence_width("copy", 6)
+    lengths = np.random.default_rng(step).integers(1, 7, size=8)
+    return data.task_batch("copy", lengths, seed=step + 100, width=width)
+
+
+@pytest.mark.keras
+def test_the_two_trainers_have_one_recipe(monkeypatch):
+    """Keras' optimizer has PyTorch's settings: the global norm clipped (not each weight's),
+    the same epsilon, betas and weight decay, and the learning rate of every step."""
+    from posenc.experiments import runners
+    from posenc.experiments.runners import KerasRunner, TorchRunner, learning_rate
+
+    steps, lr = 25, 3e-3
+    model = TorchRunner().make_model("alibi", 7, dim=8, depth=1, heads=2, max_len=16)
+    torch_opt = TorchRunner().optimizer(model, steps, lr).defaults
+    keras_opt = KerasRunner().optimizer(None, steps, lr)
+    assert keras_opt.global_clipnorm == runners.CLIP_NORM and keras_opt.clipnorm is None
+    assert keras_opt.epsilon == torch_opt["eps"] == runners.EPSILON
+    assert (keras_opt.beta_1, keras_opt.beta_2) == torch_opt["betas"] == runners.BETAS
+    assert keras_opt.weight_decay == torch_opt["weight_decay"] == runners.WEIGHT_DECAY
+    want = [learning_rate(step, steps, lr) for step in range(steps)]
+    schedule = KerasRunner().schedule(steps, lr)
+    got = [float(schedule(step)) for step in range(steps)]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert want[0] == lr / runners.warmup_steps(steps) and want[-1] == pytest.approx(
+        lr / 10, rel=0.05)
+
+    seen = []                                    # the rates PyTorch's loop steps with
+    optimizer = TorchRunner.optimizer
+
+    def spy(self, model, steps, lr):
+        opt = optimizer(self, model, steps, lr)
+        opt.register_step_pre_hook(lambda o, *_: seen.append(o.param_groups[0]["lr"]))
+        return opt
+
+    monkeypatch.setattr(TorchRunner, "optimizer", spy)
+    TorchRunner().fit(model, lambda step: (np.zeros((2, 4), np.int64),) * 2
+                      + (np.ones((2, 4), np.float32),), steps=steps, lr=lr)
+    assert seen == want
+
+
+@pytest.mark.keras
+def test_the_two_trainers_agree_from_the_same_weights():
+    """From the same initial weights and batches, Keras' losses are PyTorch's.
+
+    The first loss is computed before any update: the two forward passes agree to float32
+    rounding (``1e-6`` relative). Each later loss follows updates of AdamW, which divides each
+    weight's gradient by its own running size, so a rounding-level difference in a small
+    gradient grows to a larger share of that weight's step; Keras also adds epsilon before the
+    bias correction, PyTorch after. Measured over 8 steps of this model the gap stays below
+    ``1e-5`` relative; the test allows ``1e-4``. A per-weight clip, Keras' ``1e-7`` epsilon,
+    another schedule, Keras' mean over every position instead of over the weights, or the
+    clipping of TensorFlow's sliced embedding gradient each move the losses by ``1e-3`` or more.
+    """
+    from posenc.experiments.runners import KerasRunner, TorchRunner
+    from posenc.interop import copy_weights
+
+    vocab, steps = data.task_vocab_size("copy"), 8
+    torch_runner, keras_runner = TorchRunner(), KerasRunner()
+    build = dict(dim=16, depth=1, heads=2, max_len=16)
+    torch_model = torch_runner.make_model("t5", vocab, seed=0, **build)
+    losses = {"torch": torch_runner.fit(torch_model, _copy_batches, steps=steps)["losses"]}
+    for how in ("fit", "fit_monitored"):          # fit_monitored: the gradients experiment's
+        keras_model = keras_runner.make_model("t5", vocab, seed=1, **build)
+        copy_weights(torch_runner.make_model("t5", vocab, seed=0, **build), keras_model)
+        result = getattr(keras_runner, how)(keras_model, _copy_batches, steps=steps)
+        losses[how] = result["losses"] if how == "fit" else result[1]
+    for how in ("fit", "fit_monitored"):
+        assert losses[how][0] == pytest.approx(losses["torch"][0], rel=1e-6), how
+        np.testing.assert_allclose(losses[how], losses["torch"], rtol=1e-4, err_msg=how)
+    assert len(set(np.round(losses["torch"], 3))) == steps        # the losses do move

@@ -376,15 +376,20 @@ class KerasRunner(Runner):
     def schedule(self, steps: int, lr: float):
         """:func:`learning_rate` as a Keras ``LearningRateSchedule`` (evaluated at the
         optimizer's step count, which starts at 0 as PyTorch's loop does)."""
-        return _keras_schedule()(steps, lr)
+        return _keras_classes()["WarmupCosine"](steps, lr)
 
     def optimizer(self, model, steps: int, lr: float):
-        """AdamW with the lab's settings, the global norm clipped, and :meth:`schedule`."""
-        import keras
+        """AdamW with the lab's settings, the global norm clipped (``global_clipnorm``), and
+        :meth:`schedule`.
 
-        return keras.optimizers.AdamW(self.schedule(steps, lr), beta_1=BETAS[0],
-                                      beta_2=BETAS[1], epsilon=EPSILON,
-                                      weight_decay=WEIGHT_DECAY, global_clipnorm=CLIP_NORM)
+        The gradients are made dense before they are clipped: under TensorFlow the embedding's
+        gradient is a set of slices, one per token read, and Keras' global norm of it sums the
+        squares of the slices, not of their sums, so a token read twice counted twice and the
+        norm was not PyTorch's.
+        """
+        return _keras_classes()["AdamW"](self.schedule(steps, lr), beta_1=BETAS[0],
+                                         beta_2=BETAS[1], epsilon=EPSILON,
+                                         weight_decay=WEIGHT_DECAY, global_clipnorm=CLIP_NORM)
 
     @staticmethod
     def _rescaled(weights):
@@ -452,14 +457,15 @@ class KerasRunner(Runner):
         return diagnostics
 
 
-_SCHEDULE = []
+_KERAS_CLASSES = {}
 
 
-def _keras_schedule():
-    """The Keras ``LearningRateSchedule`` class of :func:`learning_rate` (defined on first use,
-    so that importing this module imports no framework)."""
-    if _SCHEDULE:
-        return _SCHEDULE[0]
+def _keras_classes() -> dict:
+    """The Keras classes of the recipe: ``WarmupCosine`` (:func:`learning_rate` as a
+    ``LearningRateSchedule``) and ``AdamW`` (clipping dense gradients). Defined on first use,
+    so that importing this module imports no framework."""
+    if _KERAS_CLASSES:
+        return _KERAS_CLASSES
     import keras
     from keras import ops
 
@@ -480,8 +486,18 @@ def _keras_schedule():
         def get_config(self):
             return {"steps": self.steps, "lr": self.lr, "warmup": self.warmup}
 
-    _SCHEDULE.append(WarmupCosine)
-    return WarmupCosine
+    class AdamW(keras.optimizers.AdamW):
+        """Keras' AdamW, whose clipping sees each gradient as one dense tensor."""
+
+        def _clip_gradients(self, grads):
+            if keras.backend.backend() == "tensorflow":     # tf.IndexedSlices -> dense
+                import tensorflow as tf
+
+                grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
+            return super()._clip_gradients(grads)
+
+    _KERAS_CLASSES.update(WarmupCosine=WarmupCosine, AdamW=AdamW)
+    return _KERAS_CLASSES
 
 
 #: Framework name -> runner class; the command line picks one per run.
