@@ -540,6 +540,7 @@ def test_healthy_range_rule():
     assert healthy_range([0.0, np.nan, 0.5, 0.5]) == (1e-2, 1e1)   # zeros and nan left out
 
 
+@pytest.mark.slow
 def test_gradients_experiment_flags_the_starved_controls(tmp_path):
     from posenc.experiments.cli import main
     from posenc.experiments.records import read_results
@@ -557,6 +558,7 @@ def test_gradients_experiment_flags_the_starved_controls(tmp_path):
     assert all(r["rest_norm"] > 0 for r in rows)
 
 
+@pytest.mark.slow
 def test_gradients_experiment_in_keras(tmp_path):
     from posenc.experiments.cli import main
     from posenc.experiments.records import read_results
@@ -568,6 +570,7 @@ def test_gradients_experiment_in_keras(tmp_path):
     assert [r["step"] for r in got["rows"]] == [0, 1, 2]
 
 
+@pytest.mark.slow
 def test_probe_experiment_rows_and_pictures(tmp_path):
     from posenc.experiments.cli import main
     from posenc.experiments.records import read_results
@@ -646,6 +649,7 @@ def test_bfloat16_models_give_float32_states_and_finite_norms(mixed_bfloat16):
     assert np.isfinite(k_monitor.ratios).all() and k_monitor.health() == "healthy"
 
 
+@pytest.mark.slow
 def test_probe_experiment_in_keras(tmp_path):
     from posenc.experiments.cli import main
     from posenc.experiments.records import read_results

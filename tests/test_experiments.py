@@ -216,6 +216,7 @@ def test_committed_results_have_metadata(name):
 # --------------------------------------------------------------------------- runs
 
 
+@pytest.mark.slow
 def test_tiny_run_writes_rows_and_metadata(tmp_path, capsys):
     main(["length-generalization", *TINY, "--device", "cpu", "--out", str(tmp_path)])
     results = load_results("length-generalization", folder=tmp_path)
@@ -235,6 +236,7 @@ def _run(cmd, tmp):
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_two_gloo_processes_match_one_process(tmp_path):
     """torchrun with 2 CPU processes (gloo) trains on the same global batches as one process:
     the same initial loss, the same training losses to float rounding, the same evaluation."""
@@ -255,10 +257,9 @@ def test_two_gloo_processes_match_one_process(tmp_path):
     assert not list((tmp_path / "two").rglob("*keras*"))
 
 
+@pytest.mark.slow
 @pytest.mark.keras
 def test_keras_quick_smoke(tmp_path):
-    if importlib.util.find_spec("posenc.keras.attention") is None:
-        pytest.skip("the Keras Transformer is not in this checkout")
     main(["lm-extrapolation", "--quick", "--framework", "keras", "--schemes", "alibi",
           "--steps", "3", "--batch-size", "4", "--train-len", "16", "--eval-lens", "16", "32",
           "--dim", "16", "--depth", "1", "--heads", "2", "--eval-chars", "256",
