@@ -379,3 +379,29 @@ def test_the_two_trainers_agree_from_the_same_weights():
         assert losses[how][0] == pytest.approx(losses["torch"][0], rel=1e-6), how
         np.testing.assert_allclose(losses[how], losses["torch"], rtol=1e-4, err_msg=how)
     assert len(set(np.round(losses["torch"], 3))) == steps        # the losses do move
+
+
+def test_keras_refuses_the_torch_controls():
+    gradients = experiment("gradients")
+    args = parse_args(["gradients", "--framework", "keras", "--schemes", "t5", "learned-scaled"])
+    with pytest.raises(ValueError, match=r"learned-scaled.*--framework torch"):
+        gradients.settings(args)
+    assert "learned-detached" not in gradients.settings(
+        parse_args(["gradients", "--framework", "keras"]))["schemes"]
+
+
+def test_benchmarks_record_with_the_lab_metadata(tmp_path, monkeypatch):
+    import argparse
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import record
+
+    monkeypatch.setattr(sys, "argv", ["benchmarks/bench_x.py", "--out", str(tmp_path), "--n", "3"])
+    args = argparse.Namespace(no_save=False, device="cpu", out=str(tmp_path))
+    path = record.save("bench-x", [{"n": 3, "ms": 1.5}], args, started=0.0, note="demo")
+    meta = read_results(path)["meta"]
+    assert meta["command"] == "python benchmarks/bench_x.py --n 3"
+    assert meta["benchmark"] == "bench-x" and meta["device"] == "cpu" and meta["note"] == "demo"
+    for key in ("commit", "hardware", "versions", "started_utc", "wall_seconds"):
+        assert key in meta, key
+    assert path.name == "results.json" and str(tmp_path) not in json.dumps(meta)
