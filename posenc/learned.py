@@ -16,22 +16,24 @@ repeat its edge rows, and the cubic kernel has ``a = -0.75``.
 
 This module also holds the learned family's other framework-free parts: the
 initial scale of a table, what a table module suggests when a sequence does
-not fit, and the truncated SVD behind ``LowRankEncoding.from_table``. Their
-argument checks live in :mod:`posenc._checks` with all the others.
+not fit, the truncated SVD behind ``LowRankEncoding.from_table``, and the
+family's argument rules (``check_*``), which both faces call so that they raise
+the same errors.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
 from posenc._checks import (
+    _error,
     check_choice,
-    check_grid_rows,
+    check_float,
     check_hw,
     check_int,
-    check_low_rank,
     check_positive_int,
     check_rank,
 )
@@ -53,6 +55,71 @@ TABLE_INIT_STD = 0.02
 
 #: The cubic convolution parameter of PyTorch's and timm's bicubic resize.
 CUBIC_A = -0.75
+
+
+# ---------------------------------------------------------------------------
+# The family's argument rules.
+
+
+def check_init_std(init_std, *, what: str = "") -> float:
+    """The standard deviation of a fresh table, a finite number > 0."""
+    return check_float("init_std", init_std, above=0.0, what=what,
+                       fix="BERT and ViT use 0.02")
+
+
+def check_scale(scale, *, what: str = "") -> float:
+    """The initial scale of ``HybridEncoding``'s sinusoid, a finite number."""
+    return check_float("scale", scale, what=what,
+                       fix="the usual value is 1.0 (the sinusoid as it is)")
+
+
+def check_extension(max_len: int, new_max_len, *, what: str = "") -> int:
+    """``LearnedEncoding.extended`` keeps every trained row, so it only grows a table."""
+    new_max_len = check_positive_int("new_max_len", new_max_len, what=what)
+    if new_max_len < max_len:
+        raise _error(what, f"new_max_len must be at least max_len={max_len} (every trained "
+                           f"row is kept), got new_max_len={new_max_len}",
+                     f"to shorten the table, resample it with enc.resized({new_max_len}) or "
+                     f"keep its first rows with LearnedEncoding.from_table("
+                     f"enc.table[:{new_max_len}])")
+    return new_max_len
+
+
+def check_low_rank(max_len, dim, rank, *, what: str = "") -> tuple[int, int, int]:
+    """``1 <= rank <= min(max_len, dim)``."""
+    max_len = check_positive_int("max_len", max_len, what=what)
+    dim = check_positive_int("dim", dim, what=what)
+    full = min(max_len, dim)
+    if isinstance(rank, bool) or not isinstance(rank, numbers.Integral):
+        raise _error(what, f"rank must be an integer, got rank={rank!r}")
+    rank = int(rank)
+    if rank < 1:
+        raise _error(what, f"rank must be at least 1, got rank={rank}",
+                     f"use a rank from 1 to min(max_len, dim)={full}")
+    if rank > full:
+        raise _error(what, f"rank={rank} exceeds min(max_len, dim)={full}; a rank of {full} "
+                           "already represents every (max_len, dim) table, so more only adds "
+                           "parameters", f"use rank <= {full}")
+    return max_len, dim, rank
+
+
+def check_grid_rows(rows: int, old_hw, prefix_tokens: int, *, what: str = "") -> None:
+    """A ViT table has ``prefix_tokens + old_h * old_w`` rows."""
+    old_h, old_w = old_hw
+    expected = prefix_tokens + old_h * old_w
+    if rows != expected:
+        fits = []
+        if rows >= old_h * old_w:
+            fits.append(f"prefix_tokens={rows - old_h * old_w} would fit "
+                        f"old_hw=({old_h}, {old_w})")
+        side = math.isqrt(max(rows - prefix_tokens, 0))
+        if side > 0 and side * side == rows - prefix_tokens:
+            fits.append(f"old_hw=({side}, {side}) would fit prefix_tokens={prefix_tokens}")
+        raise _error(what, f"the table has {rows} rows but prefix_tokens={prefix_tokens} plus "
+                           f"old_hw=({old_h}, {old_w}) make {expected}",
+                     "pass the grid the table was trained on, and as prefix_tokens the number "
+                     "of leading rows that are not on it (1 for a CLS token)"
+                     + (f": {'; '.join(fits)}" if fits else ""))
 
 
 def source_coordinates(old: int, new: int) -> np.ndarray:

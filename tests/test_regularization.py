@@ -12,6 +12,7 @@ from keras import ops
 
 import posenc.keras.regularization as kr
 import posenc.torch.regularization as tr
+from posenc.regularization import PARTS
 from posenc.interop import copy_weights
 from posenc.keras.sinusoidal import SinusoidalEncoding as KerasSinusoidal
 from posenc.keras.learned import LowRankEncoding as KerasLowRank
@@ -200,6 +201,24 @@ def test_wrapper_channel_dropout_spans_the_sequence(face):
     dropped = out == 0
     assert (dropped == dropped[:, :1]).all()
     assert dropped.any() and (~dropped).any()
+
+
+@pytest.mark.parametrize("face", FACES)
+@pytest.mark.parametrize("order", [PARTS, tuple(reversed(PARTS))])
+def test_wrapper_applies_its_parts_in_the_order_of_parts(face, order, monkeypatch):
+    # PARTS is the one statement of the order: a face that hard-codes it ignores a new one.
+    monkeypatch.setattr(FACES[face], "PARTS", order)
+    make = lambda: FACES[face].RegularizedEncoding(  # noqa: E731
+        _sinusoidal(face), dropout=0.5, channel_dropout=0.5, noise_std=1.0, seed=3)
+    x = tensor(face, np.zeros((2, 5, 16)))
+    positions = tensor(face, np.arange(1, 6))
+    out = np32(wrapped(face, make(), training=True, x=x, positions=positions))
+    by_hand = make()
+    pe = by_hand.encoding(positions)
+    pe = (pe.expand(2, 5, 16) if face == "torch" else ops.broadcast_to(pe, (2, 5, 16)))
+    for part in order:
+        pe = apply(face, getattr(by_hand, part), pe, training=True)
+    np.testing.assert_array_equal(out, np32(pe))
 
 
 # --------------------------------------------------------------------------- wrapper + weights

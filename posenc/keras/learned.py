@@ -12,14 +12,10 @@ from keras import ops
 from posenc._checks import (
     check_base,
     check_even_dim,
-    check_extension,
     check_float_dtype,
-    check_init_std,
     check_layout,
-    check_low_rank,
     check_positive_int,
     check_rank,
-    check_scale,
     check_seed,
 )
 from posenc.keras._util import AdditiveEncoding, as_numpy, dtype_of, wide_dtype
@@ -28,6 +24,11 @@ from posenc.learned import (
     HYBRID_TOO_SHORT,
     LEARNED_TOO_SHORT,
     LOW_RANK_TOO_SHORT,
+    TABLE_INIT_STD,
+    check_extension,
+    check_init_std,
+    check_low_rank,
+    check_scale,
     grid_resize_matrices,
     low_rank_factors,
     low_rank_init_std,
@@ -191,7 +192,7 @@ class LearnedEncoding(AdditiveEncoding):
         Image Recognition at Scale", ICLR 2021.
     """
 
-    def __init__(self, max_len: int, dim: int, *, init_std: float = 0.02, **kwargs):
+    def __init__(self, max_len: int, dim: int, *, init_std: float = TABLE_INIT_STD, **kwargs):
         super().__init__(**kwargs)
         what = "LearnedEncoding"
         self.max_len = check_positive_int("max_len", max_len, what=what)
@@ -209,7 +210,7 @@ class LearnedEncoding(AdditiveEncoding):
         return config
 
     @classmethod
-    def from_table(cls, table, *, init_std: float = 0.02) -> "LearnedEncoding":
+    def from_table(cls, table, *, init_std: float = TABLE_INIT_STD) -> "LearnedEncoding":
         """A new layer whose table is a copy of ``table``.
 
         ``max_len`` and ``dim`` are read from the table's shape, so a table

@@ -12,20 +12,21 @@ from torch import nn
 from posenc._checks import (
     check_base,
     check_even_dim,
-    check_extension,
     check_float_dtype,
-    check_init_std,
     check_layout,
-    check_low_rank,
     check_positive_int,
     check_rank,
-    check_scale,
     check_seed,
 )
 from posenc.learned import (
     HYBRID_TOO_SHORT,
     LEARNED_TOO_SHORT,
     LOW_RANK_TOO_SHORT,
+    TABLE_INIT_STD,
+    check_extension,
+    check_init_std,
+    check_low_rank,
+    check_scale,
     grid_resize_matrices,
     low_rank_factors,
     low_rank_init_std,
@@ -185,7 +186,7 @@ class LearnedEncoding(AdditiveEncoding):
         Image Recognition at Scale", ICLR 2021.
     """
 
-    def __init__(self, max_len: int, dim: int, *, init_std: float = 0.02):
+    def __init__(self, max_len: int, dim: int, *, init_std: float = TABLE_INIT_STD):
         super().__init__()
         what = "LearnedEncoding"
         self.max_len = check_positive_int("max_len", max_len, what=what)
@@ -203,7 +204,7 @@ class LearnedEncoding(AdditiveEncoding):
         return f"max_len={self.max_len}, dim={self.dim}, init_std={self.init_std}"
 
     @classmethod
-    def from_table(cls, table, *, init_std: float = 0.02) -> "LearnedEncoding":
+    def from_table(cls, table, *, init_std: float = TABLE_INIT_STD) -> "LearnedEncoding":
         """A new module whose table is a copy of ``table``.
 
         ``max_len`` and ``dim`` are read from the table's shape, so a table
