@@ -98,7 +98,8 @@ def resize_table(table, new_length: int, *, mode: str = "linear"):
     return ops.cast(_apply(matrix, table), dtype_of(table))
 
 
-def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0, mode: str = "bicubic"):
+def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0, mode: str = "bicubic",
+                    antialias: bool = True):
     """Resample a ViT position table from one patch grid to another.
 
     The table holds ``prefix_tokens`` rows that are not on the grid (the CLS
@@ -108,8 +109,13 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0, mode: str 
     interpolates its table this way to fine-tune at a higher resolution than it
     was pre-trained at (Dosovitskiy et al., section 3.2; its released code
     interpolates linearly, ``mode="bilinear"`` here up to the grid-edge
-    convention); the default follows DeiT and timm (bicubic, ``a = -0.75``,
-    ``align_corners=False``, no antialiasing), which keeps row norms closer.
+    convention). The defaults give the numbers of timm's
+    ``resample_abs_pos_embed`` with its defaults (bicubic,
+    ``align_corners=False``, antialiased: ``a = -0.5``, the kernel widened by
+    ``old / new`` when shrinking so that every trained row contributes, edge
+    weights renormalised); ``antialias=False`` is plain
+    ``interpolate(..., mode="bicubic")`` (``a = -0.75``, edge rows repeated),
+    as DeiT's code and Swin's bias tables resize.
 
     Args:
         table: ``(prefix_tokens + old_h * old_w, dim)`` tensor or variable.
@@ -117,6 +123,8 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0, mode: str 
         new_hw: ``(new_h, new_w)``, the grid wanted.
         prefix_tokens: number of leading non-grid rows. Default ``0``.
         mode: ``"bicubic"`` (default), ``"bilinear"`` or ``"nearest"``.
+        antialias: ``True`` (default, as timm) or ``False``; ``"nearest"``
+            ignores it.
 
     Returns:
         Tensor ``(prefix_tokens + new_h * new_w, dim)`` of ``table``'s dtype.
@@ -131,8 +139,8 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0, mode: str 
         Image Recognition at Scale", ICLR 2021, section 3.2.
     """
     table = _as_table(table, "resize_table_2d")
-    rows, cols = grid_resize_matrices(tuple(table.shape), old_hw, new_hw,
-                                               prefix_tokens, mode)
+    rows, cols = grid_resize_matrices(tuple(table.shape), old_hw, new_hw, prefix_tokens, mode,
+                                      antialias=antialias)
     (old_h, old_w), dim = old_hw, table.shape[-1]
     prefix, grid = table[:prefix_tokens], table[prefix_tokens:]
     grid = _apply(rows, ops.reshape(grid, (old_h, old_w, dim)))    # (new_h, old_w, dim)
@@ -257,7 +265,7 @@ class LearnedEncoding(AdditiveEncoding):
         return self._with_table(resize_table(self.table, new_max_len, mode=mode))
 
     def resized_2d(self, old_hw, new_hw, *, prefix_tokens: int = 0,
-                   mode: str = "bicubic") -> "LearnedEncoding":
+                   mode: str = "bicubic", antialias: bool = True) -> "LearnedEncoding":
         """A new layer for a ViT on a ``new_hw`` patch grid (see :func:`resize_table_2d`).
 
         Args:
@@ -265,13 +273,15 @@ class LearnedEncoding(AdditiveEncoding):
             new_hw: ``(new_h, new_w)``.
             prefix_tokens: leading rows kept as they are (1 for the CLS token).
             mode: ``"bicubic"`` (default), ``"bilinear"`` or ``"nearest"``.
+            antialias: ``True`` (default, as timm) or ``False``.
 
         Returns:
             A ``LearnedEncoding(prefix_tokens + new_h * new_w, dim)`` with the
             resampled table.
         """
         return self._with_table(resize_table_2d(self.table, old_hw, new_hw,
-                                                prefix_tokens=prefix_tokens, mode=mode))
+                                                prefix_tokens=prefix_tokens, mode=mode,
+                                                antialias=antialias))
 
     def extended(self, new_max_len: int, *, seed: int | None = None) -> "LearnedEncoding":
         """A copy with ``new_max_len`` rows: the trained rows kept, the new ones drawn.

@@ -95,7 +95,7 @@ def resize_table(table, new_length: int, *, mode: str = "linear") -> torch.Tenso
 
 
 def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0,
-                    mode: str = "bicubic") -> torch.Tensor:
+                    mode: str = "bicubic", antialias: bool = True) -> torch.Tensor:
     """Resample a ViT position table from one patch grid to another.
 
     The table holds ``prefix_tokens`` rows that are not on the grid (the CLS
@@ -105,8 +105,13 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0,
     interpolates its table this way to fine-tune at a higher resolution than it
     was pre-trained at (Dosovitskiy et al., section 3.2; its released code
     interpolates linearly, ``mode="bilinear"`` here up to the grid-edge
-    convention); the default follows DeiT and timm (bicubic, ``a = -0.75``,
-    ``align_corners=False``, no antialiasing), which keeps row norms closer.
+    convention). The defaults give the numbers of timm's
+    ``resample_abs_pos_embed`` with its defaults (bicubic,
+    ``align_corners=False``, antialiased: ``a = -0.5``, the kernel widened by
+    ``old / new`` when shrinking so that every trained row contributes, edge
+    weights renormalised); ``antialias=False`` is plain
+    ``interpolate(..., mode="bicubic")`` (``a = -0.75``, edge rows repeated),
+    as DeiT's code and Swin's bias tables resize.
 
     Args:
         table: ``(prefix_tokens + old_h * old_w, dim)`` tensor.
@@ -114,6 +119,8 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0,
         new_hw: ``(new_h, new_w)``, the grid wanted.
         prefix_tokens: number of leading non-grid rows. Default ``0``.
         mode: ``"bicubic"`` (default), ``"bilinear"`` or ``"nearest"``.
+        antialias: ``True`` (default, as timm) or ``False``; ``"nearest"``
+            ignores it.
 
     Returns:
         Tensor ``(prefix_tokens + new_h * new_w, dim)`` of ``table``'s dtype.
@@ -128,7 +135,8 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0,
         Image Recognition at Scale", ICLR 2021, section 3.2.
     """
     table = _as_table(table, "resize_table_2d")
-    rows, cols = grid_resize_matrices(table.shape, old_hw, new_hw, prefix_tokens, mode)
+    rows, cols = grid_resize_matrices(table.shape, old_hw, new_hw, prefix_tokens, mode,
+                                      antialias=antialias)
     (old_h, old_w), dim = old_hw, table.shape[-1]
     prefix, grid = table[:prefix_tokens], table[prefix_tokens:]
     grid = _apply(rows, grid.reshape(old_h, old_w, dim))    # (new_h, old_w, dim)
@@ -255,7 +263,7 @@ class LearnedEncoding(AdditiveEncoding):
         return self._with_table(table)
 
     def resized_2d(self, old_hw, new_hw, *, prefix_tokens: int = 0,
-                   mode: str = "bicubic") -> "LearnedEncoding":
+                   mode: str = "bicubic", antialias: bool = True) -> "LearnedEncoding":
         """A new module for a ViT on a ``new_hw`` patch grid (see :func:`resize_table_2d`).
 
         Args:
@@ -263,6 +271,7 @@ class LearnedEncoding(AdditiveEncoding):
             new_hw: ``(new_h, new_w)``.
             prefix_tokens: leading rows kept as they are (1 for the CLS token).
             mode: ``"bicubic"`` (default), ``"bilinear"`` or ``"nearest"``.
+            antialias: ``True`` (default, as timm) or ``False``.
 
         Returns:
             A ``LearnedEncoding(prefix_tokens + new_h * new_w, dim)`` with the
@@ -270,7 +279,7 @@ class LearnedEncoding(AdditiveEncoding):
         """
         with torch.no_grad():
             table = resize_table_2d(self.table, old_hw, new_hw, prefix_tokens=prefix_tokens,
-                                    mode=mode)
+                                    mode=mode, antialias=antialias)
         return self._with_table(table)
 
     def extended(self, new_max_len: int, *, seed: int | None = None) -> "LearnedEncoding":
