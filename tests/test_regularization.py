@@ -100,6 +100,21 @@ def test_channel_dropout_drops_whole_channels_per_example(face, rate):
 
 
 @pytest.mark.parametrize("face", FACES)
+def test_channel_dropout_drops_half_pairs_not_frequency_bands(face):
+    # A channel of a sinusoidal code is the sine or the cosine of one frequency: the two halves
+    # of a pair are dropped independently, and the docstring says so (it used to promise "a
+    # whole frequency band").
+    drop = FACES[face].ChannelDropout(0.5, seed=1)
+    out = np32(apply(face, drop, tensor(face, np.ones((256, 1, 16))), training=True))
+    dropped = (out[:, 0] == 0).reshape(256, 8, 2)  # (example, pair, sin/cos) as interleaved
+    half = dropped[..., 0] != dropped[..., 1]
+    both = dropped[..., 0] & dropped[..., 1]
+    assert abs(half.mean() - 0.5) < 0.05 and abs(both.mean() - 0.25) < 0.05
+    text = " ".join(FACES[face].ChannelDropout.__doc__.split())
+    assert "frequency band" not in text and "half of a sine/cosine pair" in text
+
+
+@pytest.mark.parametrize("face", FACES)
 def test_channel_dropout_on_an_unbatched_encoding_draws_one_mask(face):
     layer = FACES[face].ChannelDropout(0.5, seed=3)
     out = np32(apply(face, layer, tensor(face, np.ones((6, 40))), training=True))

@@ -101,8 +101,10 @@ class ChannelDropout(_Regularizer):
     a position code are correlated along the sequence in the same way (a
     sinusoid pair is smooth in the position), so here one mask of shape
     ``(..., 1, dim)`` per example is shared by all positions: a dropped channel
-    is gone from the whole sequence, for example a whole frequency band of a
-    sinusoidal code. Survivors are scaled by ``1 / (1 - rate)``.
+    is gone from the whole sequence. In a sinusoidal code a channel is the sine
+    or the cosine of one frequency, half of a sine/cosine pair: the two halves
+    are dropped independently, so a frequency is lost entirely only when both
+    are (probability ``rate ** 2``). Survivors are scaled by ``1 / (1 - rate)``.
 
     Args:
         rate: float in ``[0, 1)``, the probability of dropping a channel.
