@@ -215,6 +215,12 @@ def test_resize_faces_agree():
         np.testing.assert_allclose(numpy(a), numpy(b), atol=1e-6)
 
 
+def test_keras_resize_docstrings_state_the_jax_precision():
+    # Without jax_enable_x64, JAX has no float64: the Keras face resamples in float32 there.
+    for function in (pk.resize_table, pk.resize_table_2d):
+        assert "float32 on JAX unless ``jax_enable_x64``" in " ".join(function.__doc__.split())
+
+
 def test_torch_resize_passes_gradients():
     table = torch.randn(6, 3, generator=torch.Generator().manual_seed(0), requires_grad=True)
     pt.resize_table(table, 9).sum().backward()

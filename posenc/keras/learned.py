@@ -70,7 +70,8 @@ def resize_table(table, new_length: int, *, mode: str = "linear"):
     ``(j + 0.5) * length / new_length - 0.5``, as
     ``torch.nn.functional.interpolate(..., align_corners=False)`` does; the
     weights are the matrix :func:`posenc.learned.interpolation_matrix`, applied
-    in float64, so the PyTorch face gives the same numbers. This is how a model
+    in float64 (float32 on JAX unless ``jax_enable_x64`` is set), so the PyTorch
+    face gives the same numbers. This is how a model
     trained on short sequences is given a longer table before fine-tuning on
     long ones; the stretched positions are only a starting point.
 
@@ -105,7 +106,8 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0, mode: str 
     The table holds ``prefix_tokens`` rows that are not on the grid (the CLS
     token and the like) followed by a row-major ``old_h x old_w`` grid. The
     prefix rows are kept as they are; the grid is interpolated separably, one
-    :func:`posenc.learned.interpolation_matrix` per axis, in float64. ViT
+    :func:`posenc.learned.interpolation_matrix` per axis, in float64 (float32
+    on JAX unless ``jax_enable_x64`` is set). ViT
     interpolates its table this way to fine-tune at a higher resolution than it
     was pre-trained at (Dosovitskiy et al., section 3.2; its released code
     interpolates linearly, ``mode="bilinear"`` here up to the grid-edge
