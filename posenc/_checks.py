@@ -258,118 +258,14 @@ def check_index_range(name: str, lowest: int, highest: int, limit: int, *,
                            f"({limit_name}={limit})", fix.format(need=max(highest + 1, limit)))
 
 
-# --------------------------------------------------------------------------- learned tables
-
-
-def check_init_std(init_std, *, what: str = "") -> float:
-    """The standard deviation of a fresh table, a finite number > 0."""
-    return check_float("init_std", init_std, above=0.0, what=what,
-                       fix="BERT and ViT use 0.02")
-
-
-def check_scale(scale, *, what: str = "") -> float:
-    """The initial scale of ``HybridEncoding``'s sinusoid, a finite number."""
-    return check_float("scale", scale, what=what,
-                       fix="the usual value is 1.0 (the sinusoid as it is)")
-
-
-def check_extension(max_len: int, new_max_len, *, what: str = "") -> int:
-    """``LearnedEncoding.extended`` keeps every trained row, so it only grows a table."""
-    new_max_len = check_positive_int("new_max_len", new_max_len, what=what)
-    if new_max_len < max_len:
-        raise _error(what, f"new_max_len must be at least max_len={max_len} (every trained "
-                           f"row is kept), got new_max_len={new_max_len}",
-                     f"to shorten the table, resample it with enc.resized({new_max_len}) or "
-                     f"keep its first rows with LearnedEncoding.from_table("
-                     f"enc.table[:{new_max_len}])")
-    return new_max_len
-
-
-def check_low_rank(max_len, dim, rank, *, what: str = "") -> tuple[int, int, int]:
-    """``1 <= rank <= min(max_len, dim)``."""
-    max_len = check_positive_int("max_len", max_len, what=what)
-    dim = check_positive_int("dim", dim, what=what)
-    full = min(max_len, dim)
-    if isinstance(rank, bool) or not isinstance(rank, numbers.Integral):
-        raise _error(what, f"rank must be an integer, got rank={rank!r}")
-    rank = int(rank)
-    if rank < 1:
-        raise _error(what, f"rank must be at least 1, got rank={rank}",
-                     f"use a rank from 1 to min(max_len, dim)={full}")
-    if rank > full:
-        raise _error(what, f"rank={rank} exceeds min(max_len, dim)={full}; a rank of {full} "
-                           "already represents every (max_len, dim) table, so more only adds "
-                           "parameters", f"use rank <= {full}")
-    return max_len, dim, rank
-
-
-def check_grid_rows(rows: int, old_hw, prefix_tokens: int, *, what: str = "") -> None:
-    """A ViT table has ``prefix_tokens + old_h * old_w`` rows."""
-    old_h, old_w = old_hw
-    expected = prefix_tokens + old_h * old_w
-    if rows != expected:
-        fits = []
-        if rows >= old_h * old_w:
-            fits.append(f"prefix_tokens={rows - old_h * old_w} would fit "
-                        f"old_hw=({old_h}, {old_w})")
-        side = math.isqrt(max(rows - prefix_tokens, 0))
-        if side > 0 and side * side == rows - prefix_tokens:
-            fits.append(f"old_hw=({side}, {side}) would fit prefix_tokens={prefix_tokens}")
-        raise _error(what, f"the table has {rows} rows but prefix_tokens={prefix_tokens} plus "
-                           f"old_hw=({old_h}, {old_w}) make {expected}",
-                     "pass the grid the table was trained on, and as prefix_tokens the number "
-                     "of leading rows that are not on it (1 for a CLS token)"
-                     + (f": {'; '.join(fits)}" if fits else ""))
-
-
-# --------------------------------------------------------------------------- regularisation
+# --------------------------------------------------------------------------- probabilities
 
 
 def check_rate(name: str, value, *, what: str = "") -> float:
-    """A drop probability in ``[0, 1)``."""
+    """A drop probability in ``[0, 1)`` (attention dropout and the regularisers)."""
     return check_float(name, value, at_least=0.0, below=1.0,
                        meaning="the probability of dropping an entry", what=what,
                        fix="use a small value such as 0.1, or 0 to switch it off")
-
-
-def check_std(name: str, value, *, what: str = "") -> float:
-    """A noise standard deviation, ``>= 0``."""
-    return check_float(name, value, at_least=0.0, meaning="a standard deviation", what=what,
-                       fix="use a small positive value such as 0.02, or 0 to switch the "
-                           "noise off")
-
-
-def check_regularized(dropout, channel_dropout, noise_std, seed, *,
-                      what: str = "") -> tuple:
-    """``RegularizedEncoding``'s two rates, its noise and its seed, in that order."""
-    return (check_rate("dropout", dropout, what=what),
-            check_rate("channel_dropout", channel_dropout, what=what),
-            check_std("noise_std", noise_std, what=what),
-            check_seed(seed, what=what))
-
-
-def check_encoding(shape, dtype: str, *, got: str = "", what: str = "") -> None:
-    """A regulariser's input: a floating-point tensor ``P`` of shape ``(..., seq, dim)``.
-
-    ``shape`` is ``None`` when the input is not a tensor at all (``got`` names
-    its type).
-    """
-    if shape is None:
-        raise _error(what, f"the encoding must be a tensor P of shape (..., seq, dim), got {got}",
-                     "pass the output of an encoding(...) method")
-    if len(shape) < 2:
-        raise _error(what, f"the encoding must be (..., seq, dim), got shape {tuple(shape)}",
-                     "add a sequence axis first")
-    check_float_dtype("the encoding", dtype, what=what,
-                      fix="pass the encoding P itself (float32, bfloat16, ...), or cast it first")
-
-
-def check_wrappable(ok: bool, got: str, *, kind: str, what: str = "") -> None:
-    """``RegularizedEncoding`` wraps an absolute encoding: one with an ``encoding`` method."""
-    if not ok:
-        raise _error(what, f"encoding must be {kind} with an encoding(positions) method (e.g. "
-                           f"SinusoidalEncoding), got {got}",
-                     "relative schemes (RoPE, biases) have no P to add and cannot be wrapped")
 
 
 # --------------------------------------------------------------------------- structured positions

@@ -32,6 +32,8 @@ from posenc._checks import (
     check_t5_buckets,
     check_window,
 )
+# A fresh T5 or Swin bias table has the learned tables' standard deviation.
+from posenc.learned import TABLE_INIT_STD
 
 __all__ = [
     "alibi_slopes",
@@ -42,9 +44,6 @@ __all__ = [
     "swin_table_size",
     "TABLE_INIT_STD",
 ]
-
-#: Standard deviation of a fresh T5 or Swin bias table (Swin's truncated normal).
-TABLE_INIT_STD = 0.02
 
 
 def alibi_slopes(num_heads: int) -> np.ndarray:

@@ -9,35 +9,44 @@ built here, so PyTorch and Keras give the same numbers and the formulas live in
 one place.
 
 The conventions are PyTorch's ``torch.nn.functional.interpolate`` with
-``align_corners=False`` and no antialiasing, which timm uses to resize ViT
-position embeddings: output sample ``j`` sits at input coordinate
-``(j + 0.5) * old / new - 0.5`` (half-pixel centres), samples outside the table
-repeat its edge rows, and the cubic kernel has ``a = -0.75``.
+``align_corners=False``: output sample ``j`` sits at input coordinate
+``(j + 0.5) * old / new - 0.5`` (half-pixel centres). Without antialiasing
+(``resize_table``, and ``resize_table_2d(..., antialias=False)``), samples
+outside the table repeat its edge rows and the cubic kernel has ``a = -0.75``.
+With antialiasing (``resize_table_2d``'s default, as timm's
+``resample_abs_pos_embed``, which calls ``interpolate(..., antialias=True)``),
+the kernel is widened by ``old / new`` when shrinking so that every input row
+contributes, the cubic kernel has ``a = -0.5``, and the weights of each output
+row are those of the taps inside the table, renormalised to sum to 1.
 
 This module also holds the learned family's other framework-free parts: the
 initial scale of a table, what a table module suggests when a sequence does
-not fit, and the truncated SVD behind ``LowRankEncoding.from_table``. Their
-argument checks live in :mod:`posenc._checks` with all the others.
+not fit, the truncated SVD behind ``LowRankEncoding.from_table``, and the
+family's argument rules (``check_*``), which both faces call so that they raise
+the same errors.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
 from posenc._checks import (
+    _error,
+    check_bool,
     check_choice,
-    check_grid_rows,
+    check_float,
     check_hw,
     check_int,
-    check_low_rank,
     check_positive_int,
     check_rank,
 )
 
 __all__ = [
     "CUBIC_A",
+    "CUBIC_A_ANTIALIAS",
     "source_coordinates",
     "low_rank_factors",
     "TABLE_INIT_STD",
@@ -51,8 +60,76 @@ __all__ = [
 #: Standard deviation of a freshly initialised learned table (BERT, GPT-2, ViT).
 TABLE_INIT_STD = 0.02
 
-#: The cubic convolution parameter of PyTorch's and timm's bicubic resize.
+#: The cubic convolution parameter of PyTorch's bicubic resize without antialiasing.
 CUBIC_A = -0.75
+
+#: The cubic convolution parameter of PyTorch's (and PIL's) antialiased bicubic resize.
+CUBIC_A_ANTIALIAS = -0.5
+
+
+# ---------------------------------------------------------------------------
+# The family's argument rules.
+
+
+def check_init_std(init_std, *, what: str = "") -> float:
+    """The standard deviation of a fresh table, a finite number > 0."""
+    return check_float("init_std", init_std, above=0.0, what=what,
+                       fix="BERT and ViT use 0.02")
+
+
+def check_scale(scale, *, what: str = "") -> float:
+    """The initial scale of ``HybridEncoding``'s sinusoid, a finite number."""
+    return check_float("scale", scale, what=what,
+                       fix="the usual value is 1.0 (the sinusoid as it is)")
+
+
+def check_extension(max_len: int, new_max_len, *, what: str = "") -> int:
+    """``LearnedEncoding.extended`` keeps every trained row, so it only grows a table."""
+    new_max_len = check_positive_int("new_max_len", new_max_len, what=what)
+    if new_max_len < max_len:
+        raise _error(what, f"new_max_len must be at least max_len={max_len} (every trained "
+                           f"row is kept), got new_max_len={new_max_len}",
+                     f"to shorten the table, resample it with enc.resized({new_max_len}) or "
+                     f"keep its first rows with LearnedEncoding.from_table("
+                     f"enc.table[:{new_max_len}])")
+    return new_max_len
+
+
+def check_low_rank(max_len, dim, rank, *, what: str = "") -> tuple[int, int, int]:
+    """``1 <= rank <= min(max_len, dim)``."""
+    max_len = check_positive_int("max_len", max_len, what=what)
+    dim = check_positive_int("dim", dim, what=what)
+    full = min(max_len, dim)
+    if isinstance(rank, bool) or not isinstance(rank, numbers.Integral):
+        raise _error(what, f"rank must be an integer, got rank={rank!r}")
+    rank = int(rank)
+    if rank < 1:
+        raise _error(what, f"rank must be at least 1, got rank={rank}",
+                     f"use a rank from 1 to min(max_len, dim)={full}")
+    if rank > full:
+        raise _error(what, f"rank={rank} exceeds min(max_len, dim)={full}; a rank of {full} "
+                           "already represents every (max_len, dim) table, so more only adds "
+                           "parameters", f"use rank <= {full}")
+    return max_len, dim, rank
+
+
+def check_grid_rows(rows: int, old_hw, prefix_tokens: int, *, what: str = "") -> None:
+    """A ViT table has ``prefix_tokens + old_h * old_w`` rows."""
+    old_h, old_w = old_hw
+    expected = prefix_tokens + old_h * old_w
+    if rows != expected:
+        fits = []
+        if rows >= old_h * old_w:
+            fits.append(f"prefix_tokens={rows - old_h * old_w} would fit "
+                        f"old_hw=({old_h}, {old_w})")
+        side = math.isqrt(max(rows - prefix_tokens, 0))
+        if side > 0 and side * side == rows - prefix_tokens:
+            fits.append(f"old_hw=({side}, {side}) would fit prefix_tokens={prefix_tokens}")
+        raise _error(what, f"the table has {rows} rows but prefix_tokens={prefix_tokens} plus "
+                           f"old_hw=({old_h}, {old_w}) make {expected}",
+                     "pass the grid the table was trained on, and as prefix_tokens the number "
+                     "of leading rows that are not on it (1 for a CLS token)"
+                     + (f": {'; '.join(fits)}" if fits else ""))
 
 
 def source_coordinates(old: int, new: int) -> np.ndarray:
@@ -111,6 +188,47 @@ def _cubic(old: int, new: int) -> np.ndarray:
     return matrix
 
 
+def _triangle(x: np.ndarray) -> np.ndarray:
+    return np.maximum(1.0 - np.abs(x), 0.0)
+
+
+def _keys(x: np.ndarray, a: float = CUBIC_A_ANTIALIAS) -> np.ndarray:
+    """Keys' cubic convolution kernel at ``x`` (zero for ``|x| >= 2``)."""
+    x = np.abs(x)
+    near = ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
+    far = ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a
+    return np.where(x < 1.0, near, np.where(x < 2.0, far, 0.0))
+
+
+# The antialiased kernels and their half-widths in input samples (before widening).
+_ANTIALIASED = {"linear": (_triangle, 1.0), "cubic": (_keys, 2.0)}
+
+
+def _antialiased(old: int, new: int, kernel: str) -> np.ndarray:
+    """``interpolate(..., antialias=True)``: the kernel widened by ``old / new`` when shrinking.
+
+    Output sample ``j`` is centred at ``c = (j + 0.5) * old / new`` in edge
+    coordinates; input sample ``i`` (centred at ``i + 0.5``) gets the weight
+    ``kernel((i + 0.5 - c) / stretch)`` with ``stretch = max(old / new, 1)``,
+    over the taps ``i`` inside the table within ``half_width * stretch`` of
+    ``c``; the weights of a row are divided by their sum.
+    """
+    function, half_width = _ANTIALIASED[kernel]
+    scale = old / new
+    stretch = max(scale, 1.0)
+    support = half_width * stretch
+    matrix = np.zeros((new, old))
+    for j in range(new):
+        centre = (j + 0.5) * scale
+        # int() truncates, as PyTorch's cast does; both bounds are then clipped to the table.
+        low = max(int(centre - support + 0.5), 0)
+        high = min(int(centre + support + 0.5), old)
+        weights = function((np.arange(low, high) - centre + 0.5) / stretch)
+        total = weights.sum()
+        matrix[j, low:high] = weights / total if total != 0.0 else weights
+    return matrix
+
+
 # One entry per 1D kernel; the 2D modes apply the same kernel along each axis.
 _KERNELS = {"nearest": _nearest, "linear": _linear, "cubic": _cubic}
 MODES_1D = ("linear", "nearest", "cubic")
@@ -125,7 +243,8 @@ def _mode_fix(mode, other: tuple, other_name: str) -> str:
             if isinstance(mode, str) and mode in other else "")
 
 
-def interpolation_matrix(old: int, new: int, mode: str = "linear") -> np.ndarray:
+def interpolation_matrix(old: int, new: int, mode: str = "linear", *,
+                         antialias: bool = False) -> np.ndarray:
     """The ``(new, old)`` float64 matrix that resamples ``old`` samples to ``new``.
 
     Row ``j`` holds the weights of output sample ``j``, centred at input
@@ -141,7 +260,13 @@ def interpolation_matrix(old: int, new: int, mode: str = "linear") -> np.ndarray
             ``"bilinear"``, its 2D name), ``"cubic"`` (also ``"bicubic"``:
             Keys' cubic convolution with ``a = -0.75``, as PyTorch and timm) or
             ``"nearest"`` (the nearest half-pixel centre, PyTorch's
-            ``"nearest-exact"``). No antialiasing when shrinking.
+            ``"nearest-exact"``).
+        antialias: ``False`` (default) or ``True``: PyTorch's
+            ``interpolate(..., antialias=True)`` for the linear and cubic
+            kernels (a kernel widened by ``old / new`` when shrinking, the
+            cubic with ``a = -0.5``, weights renormalised at the edges), which
+            timm's ``resample_abs_pos_embed`` uses. ``"nearest"`` has no
+            antialiased form and ignores it.
 
     Returns:
         float64 NumPy array of shape ``(new, old)``.
@@ -160,9 +285,13 @@ def interpolation_matrix(old: int, new: int, mode: str = "linear") -> np.ndarray
     old = check_positive_int("old", old, what="interpolation_matrix")
     new = check_positive_int("new", new, what="interpolation_matrix")
     check_choice("mode", mode, _AXIS_KERNEL, what="interpolation_matrix")
+    antialias = check_bool("antialias", antialias, what="interpolation_matrix")
     if old == new:
         return np.eye(new)
-    return _KERNELS[_AXIS_KERNEL[mode]](old, new)
+    kernel = _AXIS_KERNEL[mode]
+    if antialias and kernel in _ANTIALIASED:
+        return _antialiased(old, new, kernel)
+    return _KERNELS[kernel](old, new)
 
 
 def table_resize_matrix(shape, new_length, mode: str = "linear") -> np.ndarray:
@@ -190,7 +319,8 @@ def table_resize_matrix(shape, new_length, mode: str = "linear") -> np.ndarray:
 
 
 def grid_resize_matrices(shape, old_hw, new_hw, prefix_tokens: int = 0,
-                         mode: str = "bicubic") -> tuple[np.ndarray, np.ndarray]:
+                         mode: str = "bicubic", *,
+                         antialias: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Check the arguments of ``resize_table_2d`` and return its two matrices.
 
     Args:
@@ -201,6 +331,8 @@ def grid_resize_matrices(shape, old_hw, new_hw, prefix_tokens: int = 0,
         prefix_tokens: number of leading rows that are not on the grid (CLS,
             distillation or register tokens).
         mode: one of :data:`MODES_2D`.
+        antialias: ``True`` (default, as timm) or ``False``; see
+            :func:`interpolation_matrix`.
 
     Returns:
         ``(rows, cols)``: float64 arrays of shapes ``(new_h, old_h)`` and
@@ -216,9 +348,10 @@ def grid_resize_matrices(shape, old_hw, new_hw, prefix_tokens: int = 0,
     prefix_tokens = check_int("prefix_tokens", prefix_tokens, minimum=0, what=what)
     check_choice("mode", mode, MODES_2D, what=what,
                  fix=_mode_fix(mode, MODES_1D, "resize_table"))
+    antialias = check_bool("antialias", antialias, what=what)
     check_grid_rows(shape[0], (old_h, old_w), prefix_tokens, what=what)
-    return (interpolation_matrix(old_h, new_h, _AXIS_KERNEL[mode]),
-            interpolation_matrix(old_w, new_w, _AXIS_KERNEL[mode]))
+    return (interpolation_matrix(old_h, new_h, _AXIS_KERNEL[mode], antialias=antialias),
+            interpolation_matrix(old_w, new_w, _AXIS_KERNEL[mode], antialias=antialias))
 
 
 # ---------------------------------------------------------------------------

@@ -46,15 +46,21 @@ def layout_permutation(dim: int, *, src: str = "interleaved", dst: str = "concat
 
     Returns:
         int64 array ``perm`` of shape ``(dim,)`` with
-        ``encoding_dst == encoding_src[..., perm]``. It also converts the input
-        columns of a weight that reads the encoding:
-        ``W_dst = W_src[:, inverse]`` with ``inverse = np.argsort(perm)``.
+        ``encoding_dst == encoding_src[..., perm]``. The same ``perm`` converts
+        a weight that reads the encoding, so that it gives the same outputs on
+        ``encoding_dst``: its input axis is permuted like the encoding's
+        features, ``W_dst = W_src[:, perm]`` for a PyTorch ``(out, in)``
+        weight and ``K_dst = K_src[perm]`` for a Keras ``(in, out)`` kernel.
 
     Example:
         >>> layout_permutation(6)
         array([0, 2, 4, 1, 3, 5])
         >>> layout_permutation(6, src="concat", dst="interleaved")
         array([0, 3, 1, 4, 2, 5])
+        >>> perm = layout_permutation(4)
+        >>> x_src, w_src = np.arange(8.0).reshape(2, 4), np.arange(12.0).reshape(3, 4)
+        >>> bool(np.allclose(x_src[:, perm] @ w_src[:, perm].T, x_src @ w_src.T))
+        True
     """
     dim = check_even_dim(dim)
     check_layout(src)

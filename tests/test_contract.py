@@ -48,7 +48,7 @@ CONTRACT = {
                       kw("layout", "interleaved"), kw("trained_hw", None)],  # beyond the contract
     "resize_table": [p("table"), p("new_length"), kw("mode", "linear")],
     "resize_table_2d": [p("table"), p("old_hw"), p("new_hw"), kw("prefix_tokens", 0),
-                        kw("mode", "bicubic")],
+                        kw("mode", "bicubic"), kw("antialias", True)],
     # The contract's classes (constructor arguments named as the functions' arguments).
     "SinusoidalEncoding": [p("dim"), kw("base", 10000.0), kw("layout", "interleaved")],
     "LearnedEncoding": [p("max_len"), p("dim"), kw("init_std", 0.02)],

@@ -53,10 +53,10 @@ def torch_matrix_1d(old: int, new: int) -> np.ndarray:
     return F.interpolate(basis, size=new, mode="linear", align_corners=False)[0].T.numpy()
 
 
-def torch_matrix_2d(old_hw, new_hw, mode: str) -> np.ndarray:
+def torch_matrix_2d(old_hw, new_hw, mode: str, antialias: bool = False) -> np.ndarray:
     n = old_hw[0] * old_hw[1]
     basis = torch.eye(n, dtype=torch.float64).reshape(n, 1, *old_hw)
-    kwargs = {} if mode == "nearest-exact" else {"align_corners": False}
+    kwargs = {} if mode == "nearest-exact" else {"align_corners": False, "antialias": antialias}
     out = F.interpolate(basis, size=tuple(new_hw), mode=mode, **kwargs)
     return out.reshape(n, -1).T.numpy()
 
@@ -90,6 +90,35 @@ def test_up_and_downsampling_match_torch(mode, old, new):
     m = interpolation_matrix(old, new, mode)
     expected = torch_matrix_2d((old, 5), (new, 5), mode)
     np.testing.assert_allclose(np.kron(m, np.eye(5)), expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@SETTINGS
+@given(old_hw=st.tuples(st.integers(1, 16), st.integers(1, 16)),
+       new_hw=st.tuples(st.integers(1, 16), st.integers(1, 16)))
+def test_antialiased_matrices_match_torch(mode, old_hw, new_hw):
+    # interpolate(..., antialias=True), which timm's resample_abs_pos_embed calls
+    rows = interpolation_matrix(old_hw[0], new_hw[0], mode, antialias=True)
+    cols = interpolation_matrix(old_hw[1], new_hw[1], mode, antialias=True)
+    np.testing.assert_allclose(np.kron(rows, cols),
+                               torch_matrix_2d(old_hw, new_hw, mode, antialias=True), atol=1e-12)
+    np.testing.assert_allclose(rows.sum(1), 1.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("old, new", [(14, 24), (14, 7), (24, 14), (7, 3), (3, 7)])
+def test_antialiased_bicubic_differs_from_plain_in_both_directions(old, new):
+    # growing: a = -0.5 and renormalised edges instead of a = -0.75 and repeated edges;
+    # shrinking: a kernel widened by old / new, so that more than four input samples contribute
+    plain = interpolation_matrix(old, new, "bicubic")
+    smooth = interpolation_matrix(old, new, "bicubic", antialias=True)
+    assert np.abs(plain - smooth).max() > 0.01
+    taps = (np.abs(plain) > 0).sum(1).max(), (np.abs(smooth) > 0).sum(1).max()
+    assert taps[0] <= 4 and (taps[1] > 4 if new < old else taps[1] <= 4)
+
+
+def test_nearest_ignores_antialias():
+    np.testing.assert_array_equal(interpolation_matrix(7, 3, "nearest", antialias=True),
+                                  interpolation_matrix(7, 3, "nearest"))
 
 
 def test_bicubic_overshoots_and_linear_does_not():
@@ -133,18 +162,22 @@ def test_resize_table_values(face, mode, old, new):
 
 
 @pytest.mark.parametrize("mode", ["bicubic", "bilinear"])
-@pytest.mark.parametrize("old_hw, new_hw", [((4, 4), (7, 7)), ((6, 5), (3, 8))])
-def test_resize_table_2d_matches_interpolate_and_keeps_prefix(face, mode, old_hw, new_hw):
+@pytest.mark.parametrize("old_hw, new_hw", [((4, 4), (7, 7)), ((6, 5), (3, 8)), ((9, 8), (4, 3))])
+@pytest.mark.parametrize("antialias", [True, False, None])
+def test_resize_table_2d_matches_interpolate_and_keeps_prefix(face, mode, old_hw, new_hw,
+                                                              antialias):
     prefix, dim = 2, 5
     table = np.random.default_rng(1).normal(size=(prefix + old_hw[0] * old_hw[1], dim))
     table = table.astype(np.float32)
+    options = {} if antialias is None else {"antialias": antialias}  # None: the default
     out = FACES[face].resize_table_2d(tensor(face, table), old_hw, new_hw,
-                                      prefix_tokens=prefix, mode=mode)
+                                      prefix_tokens=prefix, mode=mode, **options)
     assert tuple(out.shape) == (prefix + new_hw[0] * new_hw[1], dim)
     out = numpy(out)
     np.testing.assert_array_equal(out[:prefix], table[:prefix])  # verbatim
     grid = torch.as_tensor(table[prefix:]).reshape(*old_hw, dim).permute(2, 0, 1)[None]
-    expected = F.interpolate(grid.double(), size=new_hw, mode=mode, align_corners=False)
+    expected = F.interpolate(grid.double(), size=new_hw, mode=mode, align_corners=False,
+                             antialias=antialias is not False)  # timm's default: True
     expected = expected[0].permute(1, 2, 0).reshape(-1, dim).numpy()
     np.testing.assert_allclose(out[prefix:], expected, atol=1e-6)
 
@@ -174,9 +207,18 @@ def test_resize_faces_agree():
         a = pt.resize_table(torch.as_tensor(table), new, mode="cubic")
         b = pk.resize_table(ops.convert_to_tensor(table), new, mode="cubic")
         np.testing.assert_allclose(numpy(a), numpy(b), atol=1e-6)
-    a = pt.resize_table_2d(torch.as_tensor(table), (3, 3), (5, 2), prefix_tokens=1)
-    b = pk.resize_table_2d(ops.convert_to_tensor(table), (3, 3), (5, 2), prefix_tokens=1)
-    np.testing.assert_allclose(numpy(a), numpy(b), atol=1e-6)
+    for antialias in (True, False):
+        a = pt.resize_table_2d(torch.as_tensor(table), (3, 3), (5, 2), prefix_tokens=1,
+                               antialias=antialias)
+        b = pk.resize_table_2d(ops.convert_to_tensor(table), (3, 3), (5, 2), prefix_tokens=1,
+                               antialias=antialias)
+        np.testing.assert_allclose(numpy(a), numpy(b), atol=1e-6)
+
+
+def test_keras_resize_docstrings_state_the_jax_precision():
+    # Without jax_enable_x64, JAX has no float64: the Keras face resamples in float32 there.
+    for function in (pk.resize_table, pk.resize_table_2d):
+        assert "float32 on JAX unless ``jax_enable_x64``" in " ".join(function.__doc__.split())
 
 
 def test_torch_resize_passes_gradients():
@@ -248,6 +290,10 @@ def test_learned_vit_prefix_and_grid(face):
     expected = FACES[face].resize_table_2d(tensor(face, table), (h, w), (6, 6), prefix_tokens=1)
     np.testing.assert_array_equal(numpy(bigger.table), numpy(expected))
     assert tuple(bigger(tensor(face, np.zeros((1, 37, 8), np.float32))).shape) == (1, 37, 8)
+    smaller = enc.resized_2d((h, w), (3, 2), prefix_tokens=1, antialias=False)
+    expected = FACES[face].resize_table_2d(tensor(face, table), (h, w), (3, 2), prefix_tokens=1,
+                                           antialias=False)
+    np.testing.assert_array_equal(numpy(smaller.table), numpy(expected))
 
 
 def test_learned_resized(face):

@@ -4,7 +4,8 @@ Hugging Face transformers: T5's ``_relative_position_bucket`` and ``compute_bias
 ``build_alibi_tensor``, Swin's ``relative_position_index`` and bias lookup, RoPE's
 ``ROPE_INIT_FUNCTIONS`` and ``apply_rotary_pos_emb`` (modules built from a config: no
 weights are downloaded). keras-hub: ``AlibiBias``, ``RotaryEmbedding``.
-rotary-embedding-torch: the interleaved layout. The versions are pinned
+rotary-embedding-torch: the interleaved layout. timm: ``resample_abs_pos_embed``. The versions
+are pinned
 in ``requirements-reference.txt`` (``make install`` installs them); without them these
 tests are skipped.
 """
@@ -277,3 +278,105 @@ def test_rotary_embedding_equals_keras_hub(scaling_factor):
         want = numpy(hub(keras.ops.convert_to_tensor(x), start_index=start))
         got = numpy(ours(heads_first, heads_first, offset=start)[0])
         np.testing.assert_allclose(np.transpose(got, (0, 2, 1, 3)), want, rtol=1e-5, atol=1e-5)
+
+
+# --------------------------------------------------------------------------- learned tables (timm)
+
+
+def _timm_resample_abs_pos_embed():
+    """timm's ``resample_abs_pos_embed``, or a skip when timm is not installed.
+
+    ``import timm`` also imports torchvision (for its data pipeline and layers this
+    function does not use). Where torchvision cannot be imported, the module that
+    defines the function, ``timm/layers/pos_embed.py``, is loaded on its own from
+    timm's installed files: it needs only torch and two helper modules of
+    ``timm.layers``, so the function is timm's own code either way.
+    """
+    import importlib.util
+    import sys
+    import types
+
+    spec = importlib.util.find_spec("timm")
+    if spec is None:
+        pytest.skip("timm is not installed: pip install -r requirements-reference.txt")
+    try:
+        from timm.layers import resample_abs_pos_embed
+        return resample_abs_pos_embed
+    except ImportError:
+        pass
+    names = ("timm", "timm.layers", "timm.layers._fx", "timm.layers.helpers",
+             "timm.layers.pos_embed")
+    saved = {name: sys.modules.pop(name) for name in names if name in sys.modules}
+    try:
+        root = spec.submodule_search_locations[0]
+        for name, path in (("timm", root), ("timm.layers", f"{root}/layers")):
+            package = types.ModuleType(name)
+            package.__path__ = [path]
+            sys.modules[name] = package
+        module = importlib.import_module("timm.layers.pos_embed")
+        return module.resample_abs_pos_embed
+    finally:
+        for name in names:
+            sys.modules.pop(name, None)
+        sys.modules.update(saved)
+
+
+# (old_hw, new_hw, prefix_tokens): ViT-B/16 from 224 to 384 pixels and back down, a CLS and a
+# distillation token (DeiT), register tokens, and grids that are not square.
+TIMM_GRIDS = [((14, 14), (24, 24), 1), ((14, 14), (7, 7), 1), ((24, 24), (14, 14), 2),
+              ((12, 20), (7, 30), 0), ((5, 9), (16, 4), 4)]
+
+
+def _timm_resized(table: np.ndarray, old_hw, new_hw, prefix_tokens: int, **options):
+    resample = _timm_resample_abs_pos_embed()
+    out = resample(torch.as_tensor(table)[None], list(new_hw), list(old_hw),
+                   num_prefix_tokens=prefix_tokens, **options)
+    return out[0].numpy()
+
+
+@pytest.mark.parametrize("old_hw, new_hw, prefix_tokens", TIMM_GRIDS)
+@pytest.mark.parametrize("mode", ["bicubic", "bilinear"])
+def test_resize_table_2d_equals_timm_resample_abs_pos_embed(old_hw, new_hw, prefix_tokens,
+                                                            mode):
+    dim = 32
+    table = np.random.default_rng(5).normal(
+        size=(prefix_tokens + old_hw[0] * old_hw[1], dim)).astype(np.float32)
+    want = _timm_resized(table, old_hw, new_hw, prefix_tokens, interpolation=mode)
+    got = pt.resize_table_2d(torch.as_tensor(table), old_hw, new_hw,
+                             prefix_tokens=prefix_tokens, mode=mode)
+    # timm interpolates in float32, posenc in float64
+    np.testing.assert_allclose(numpy(got), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(numpy(got)[:prefix_tokens], table[:prefix_tokens])
+    plain = _timm_resized(table, old_hw, new_hw, prefix_tokens, interpolation=mode,
+                          antialias=False)
+    got = pt.resize_table_2d(torch.as_tensor(table), old_hw, new_hw,
+                             prefix_tokens=prefix_tokens, mode=mode, antialias=False)
+    np.testing.assert_allclose(numpy(got), plain, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.keras
+@pytest.mark.parametrize("old_hw, new_hw, prefix_tokens", TIMM_GRIDS)
+def test_keras_resize_table_2d_equals_timm_resample_abs_pos_embed(old_hw, new_hw,
+                                                                  prefix_tokens):
+    import keras
+
+    import posenc.keras as pk
+
+    table = np.random.default_rng(6).normal(
+        size=(prefix_tokens + old_hw[0] * old_hw[1], 16)).astype(np.float32)
+    want = _timm_resized(table, old_hw, new_hw, prefix_tokens)
+    got = numpy(pk.resize_table_2d(keras.ops.convert_to_tensor(table), old_hw, new_hw,
+                                   prefix_tokens=prefix_tokens))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_resize_table_2d_gap_to_timm_without_antialiasing():
+    # The plain bicubic resize (a = -0.75, edge rows repeated, no widening) is not what timm
+    # computes by default: growing 14 x 14 to 24 x 24 and shrinking it to 7 x 7 differ by a
+    # sizeable part of the table's largest entry.
+    table = np.random.default_rng(7).normal(size=(1 + 14 * 14, 64)).astype(np.float32)
+    for new_hw, least in (((24, 24), 0.05), ((7, 7), 0.5)):
+        want = _timm_resized(table, (14, 14), new_hw, 1)
+        plain = numpy(pt.resize_table_2d(torch.as_tensor(table), (14, 14), new_hw,
+                                         prefix_tokens=1, antialias=False))
+        assert np.abs(plain - want).max() > least * np.abs(want).max()

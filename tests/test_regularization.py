@@ -12,6 +12,7 @@ from keras import ops
 
 import posenc.keras.regularization as kr
 import posenc.torch.regularization as tr
+from posenc.regularization import PARTS
 from posenc.interop import copy_weights
 from posenc.keras.sinusoidal import SinusoidalEncoding as KerasSinusoidal
 from posenc.keras.learned import LowRankEncoding as KerasLowRank
@@ -96,6 +97,21 @@ def test_channel_dropout_drops_whole_channels_per_example(face, rate):
     np.testing.assert_allclose(out[kept], 1.0 / (1.0 - rate), rtol=1e-6)
     assert abs((~kept[:, 0]).mean() - rate) < Z * math.sqrt(rate * (1 - rate) / n)
     assert abs(out[:, 0].mean() - 1.0) < Z * math.sqrt(rate / (1 - rate) / n)
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_channel_dropout_drops_half_pairs_not_frequency_bands(face):
+    # A channel of a sinusoidal code is the sine or the cosine of one frequency: the two halves
+    # of a pair are dropped independently, and the docstring says so (it used to promise "a
+    # whole frequency band").
+    drop = FACES[face].ChannelDropout(0.5, seed=1)
+    out = np32(apply(face, drop, tensor(face, np.ones((256, 1, 16))), training=True))
+    dropped = (out[:, 0] == 0).reshape(256, 8, 2)  # (example, pair, sin/cos) as interleaved
+    half = dropped[..., 0] != dropped[..., 1]
+    both = dropped[..., 0] & dropped[..., 1]
+    assert abs(half.mean() - 0.5) < 0.05 and abs(both.mean() - 0.25) < 0.05
+    text = " ".join(FACES[face].ChannelDropout.__doc__.split())
+    assert "frequency band" not in text and "half of a sine/cosine pair" in text
 
 
 @pytest.mark.parametrize("face", FACES)
@@ -200,6 +216,24 @@ def test_wrapper_channel_dropout_spans_the_sequence(face):
     dropped = out == 0
     assert (dropped == dropped[:, :1]).all()
     assert dropped.any() and (~dropped).any()
+
+
+@pytest.mark.parametrize("face", FACES)
+@pytest.mark.parametrize("order", [PARTS, tuple(reversed(PARTS))])
+def test_wrapper_applies_its_parts_in_the_order_of_parts(face, order, monkeypatch):
+    # PARTS is the one statement of the order: a face that hard-codes it ignores a new one.
+    monkeypatch.setattr(FACES[face], "PARTS", order)
+    make = lambda: FACES[face].RegularizedEncoding(  # noqa: E731
+        _sinusoidal(face), dropout=0.5, channel_dropout=0.5, noise_std=1.0, seed=3)
+    x = tensor(face, np.zeros((2, 5, 16)))
+    positions = tensor(face, np.arange(1, 6))
+    out = np32(wrapped(face, make(), training=True, x=x, positions=positions))
+    by_hand = make()
+    pe = by_hand.encoding(positions)
+    pe = (pe.expand(2, 5, 16) if face == "torch" else ops.broadcast_to(pe, (2, 5, 16)))
+    for part in order:
+        pe = apply(face, getattr(by_hand, part), pe, training=True)
+    np.testing.assert_array_equal(out, np32(pe))
 
 
 # --------------------------------------------------------------------------- wrapper + weights

@@ -56,6 +56,21 @@ def test_layout_permutation_maps_encodings(dim, src, dst):
                                   encode(pos, dim, layout=dst))
 
 
+@pytest.mark.parametrize("src, dst", [("interleaved", "concat"), ("concat", "interleaved")])
+def test_layout_permutation_converts_weights_as_its_docstring_says(src, dst):
+    # The docstring once gave W_src[:, argsort(perm)], which changes the outputs.
+    perm = layout_permutation(8, src=src, dst=dst)
+    rng = np.random.default_rng(0)
+    x_src, w_src = rng.normal(size=(5, 8)), rng.normal(size=(3, 8))  # torch-style (out, in)
+    x_dst = x_src[:, perm]
+    np.testing.assert_allclose(x_dst @ w_src[:, perm].T, x_src @ w_src.T, atol=1e-12)
+    np.testing.assert_allclose(x_dst @ w_src.T[perm], x_src @ w_src.T, atol=1e-12)  # Keras kernel
+    assert not np.allclose(x_dst @ w_src[:, np.argsort(perm)].T, x_src @ w_src.T)
+    text = " ".join(layout_permutation.__doc__.split())
+    assert "W_dst = W_src[:, perm]" in text and "K_dst = K_src[perm]" in text
+    assert "argsort" not in text
+
+
 @pytest.mark.parametrize("dim", [2, 6, 32])
 def test_layout_permutation_inverse(dim):
     forward = layout_permutation(dim, src="interleaved", dst="concat")

@@ -12,14 +12,10 @@ from keras import ops
 from posenc._checks import (
     check_base,
     check_even_dim,
-    check_extension,
     check_float_dtype,
-    check_init_std,
     check_layout,
-    check_low_rank,
     check_positive_int,
     check_rank,
-    check_scale,
     check_seed,
 )
 from posenc.keras._util import AdditiveEncoding, as_numpy, dtype_of, wide_dtype
@@ -28,6 +24,11 @@ from posenc.learned import (
     HYBRID_TOO_SHORT,
     LEARNED_TOO_SHORT,
     LOW_RANK_TOO_SHORT,
+    TABLE_INIT_STD,
+    check_extension,
+    check_init_std,
+    check_low_rank,
+    check_scale,
     grid_resize_matrices,
     low_rank_factors,
     low_rank_init_std,
@@ -69,7 +70,8 @@ def resize_table(table, new_length: int, *, mode: str = "linear"):
     ``(j + 0.5) * length / new_length - 0.5``, as
     ``torch.nn.functional.interpolate(..., align_corners=False)`` does; the
     weights are the matrix :func:`posenc.learned.interpolation_matrix`, applied
-    in float64, so the PyTorch face gives the same numbers. This is how a model
+    in float64 (float32 on JAX unless ``jax_enable_x64`` is set), so the PyTorch
+    face gives the same numbers. This is how a model
     trained on short sequences is given a longer table before fine-tuning on
     long ones; the stretched positions are only a starting point.
 
@@ -97,18 +99,25 @@ def resize_table(table, new_length: int, *, mode: str = "linear"):
     return ops.cast(_apply(matrix, table), dtype_of(table))
 
 
-def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0, mode: str = "bicubic"):
+def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0, mode: str = "bicubic",
+                    antialias: bool = True):
     """Resample a ViT position table from one patch grid to another.
 
     The table holds ``prefix_tokens`` rows that are not on the grid (the CLS
     token and the like) followed by a row-major ``old_h x old_w`` grid. The
     prefix rows are kept as they are; the grid is interpolated separably, one
-    :func:`posenc.learned.interpolation_matrix` per axis, in float64. ViT
+    :func:`posenc.learned.interpolation_matrix` per axis, in float64 (float32
+    on JAX unless ``jax_enable_x64`` is set). ViT
     interpolates its table this way to fine-tune at a higher resolution than it
     was pre-trained at (Dosovitskiy et al., section 3.2; its released code
     interpolates linearly, ``mode="bilinear"`` here up to the grid-edge
-    convention); the default follows DeiT and timm (bicubic, ``a = -0.75``,
-    ``align_corners=False``, no antialiasing), which keeps row norms closer.
+    convention). The defaults give the numbers of timm's
+    ``resample_abs_pos_embed`` with its defaults (bicubic,
+    ``align_corners=False``, antialiased: ``a = -0.5``, the kernel widened by
+    ``old / new`` when shrinking so that every trained row contributes, edge
+    weights renormalised); ``antialias=False`` is plain
+    ``interpolate(..., mode="bicubic")`` (``a = -0.75``, edge rows repeated),
+    as DeiT's code and Swin's bias tables resize.
 
     Args:
         table: ``(prefix_tokens + old_h * old_w, dim)`` tensor or variable.
@@ -116,6 +125,8 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0, mode: str 
         new_hw: ``(new_h, new_w)``, the grid wanted.
         prefix_tokens: number of leading non-grid rows. Default ``0``.
         mode: ``"bicubic"`` (default), ``"bilinear"`` or ``"nearest"``.
+        antialias: ``True`` (default, as timm) or ``False``; ``"nearest"``
+            ignores it.
 
     Returns:
         Tensor ``(prefix_tokens + new_h * new_w, dim)`` of ``table``'s dtype.
@@ -130,8 +141,8 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0, mode: str 
         Image Recognition at Scale", ICLR 2021, section 3.2.
     """
     table = _as_table(table, "resize_table_2d")
-    rows, cols = grid_resize_matrices(tuple(table.shape), old_hw, new_hw,
-                                               prefix_tokens, mode)
+    rows, cols = grid_resize_matrices(tuple(table.shape), old_hw, new_hw, prefix_tokens, mode,
+                                      antialias=antialias)
     (old_h, old_w), dim = old_hw, table.shape[-1]
     prefix, grid = table[:prefix_tokens], table[prefix_tokens:]
     grid = _apply(rows, ops.reshape(grid, (old_h, old_w, dim)))    # (new_h, old_w, dim)
@@ -191,7 +202,7 @@ class LearnedEncoding(AdditiveEncoding):
         Image Recognition at Scale", ICLR 2021.
     """
 
-    def __init__(self, max_len: int, dim: int, *, init_std: float = 0.02, **kwargs):
+    def __init__(self, max_len: int, dim: int, *, init_std: float = TABLE_INIT_STD, **kwargs):
         super().__init__(**kwargs)
         what = "LearnedEncoding"
         self.max_len = check_positive_int("max_len", max_len, what=what)
@@ -209,7 +220,7 @@ class LearnedEncoding(AdditiveEncoding):
         return config
 
     @classmethod
-    def from_table(cls, table, *, init_std: float = 0.02) -> "LearnedEncoding":
+    def from_table(cls, table, *, init_std: float = TABLE_INIT_STD) -> "LearnedEncoding":
         """A new layer whose table is a copy of ``table``.
 
         ``max_len`` and ``dim`` are read from the table's shape, so a table
@@ -256,7 +267,7 @@ class LearnedEncoding(AdditiveEncoding):
         return self._with_table(resize_table(self.table, new_max_len, mode=mode))
 
     def resized_2d(self, old_hw, new_hw, *, prefix_tokens: int = 0,
-                   mode: str = "bicubic") -> "LearnedEncoding":
+                   mode: str = "bicubic", antialias: bool = True) -> "LearnedEncoding":
         """A new layer for a ViT on a ``new_hw`` patch grid (see :func:`resize_table_2d`).
 
         Args:
@@ -264,13 +275,15 @@ class LearnedEncoding(AdditiveEncoding):
             new_hw: ``(new_h, new_w)``.
             prefix_tokens: leading rows kept as they are (1 for the CLS token).
             mode: ``"bicubic"`` (default), ``"bilinear"`` or ``"nearest"``.
+            antialias: ``True`` (default, as timm) or ``False``.
 
         Returns:
             A ``LearnedEncoding(prefix_tokens + new_h * new_w, dim)`` with the
             resampled table.
         """
         return self._with_table(resize_table_2d(self.table, old_hw, new_hw,
-                                                prefix_tokens=prefix_tokens, mode=mode))
+                                                prefix_tokens=prefix_tokens, mode=mode,
+                                                antialias=antialias))
 
     def extended(self, new_max_len: int, *, seed: int | None = None) -> "LearnedEncoding":
         """A copy with ``new_max_len`` rows: the trained rows kept, the new ones drawn.

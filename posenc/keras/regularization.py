@@ -13,16 +13,17 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from posenc._checks import (
+from posenc._checks import check_rate, check_seed
+from posenc.keras._util import AdditiveEncoding, dtype_of
+from posenc.regularization import (
+    PARTS,
+    channel_mask_shape,
     check_encoding,
-    check_rate,
     check_regularized,
-    check_seed,
     check_std,
     check_wrappable,
+    part_seeds,
 )
-from posenc.keras._util import AdditiveEncoding, dtype_of
-from posenc.regularization import channel_mask_shape, part_seeds
 
 __all__ = ["EncodingDropout", "ChannelDropout", "GaussianNoise", "RegularizedEncoding"]
 
@@ -107,8 +108,10 @@ class ChannelDropout(_Regularizer):
     a position code are correlated along the sequence in the same way (a
     sinusoid pair is smooth in the position), so here one mask of shape
     ``(..., 1, dim)`` per example is shared by all positions: a dropped channel
-    is gone from the whole sequence, for example a whole frequency band of a
-    sinusoidal code. Survivors are scaled by ``1 / (1 - rate)``.
+    is gone from the whole sequence. In a sinusoidal code a channel is the sine
+    or the cosine of one frequency, half of a sine/cosine pair: the two halves
+    are dropped independently, so a frequency is lost entirely only when both
+    are (probability ``rate ** 2``). Survivors are scaled by ``1 / (1 - rate)``.
 
     Args:
         rate: float in ``[0, 1)``, the probability of dropping a channel.
@@ -269,12 +272,13 @@ class RegularizedEncoding(AdditiveEncoding):
                         type(encoding).__name__, kind="an absolute positional encoding", what=what)
         dropout, channel_dropout, noise_std, self.seed = check_regularized(
             dropout, channel_dropout, noise_std, seed, what=what)
-        noise_seed, dropout_seed, channel_seed = part_seeds(self.seed)
+        seeds = dict(zip(PARTS, part_seeds(self.seed)))
         self.inner = encoding
         # The parts work on the float32 P, whatever the global policy.
-        self.noise = GaussianNoise(noise_std, seed=noise_seed, dtype="float32")
-        self.dropout = EncodingDropout(dropout, seed=dropout_seed, dtype="float32")
-        self.channel_dropout = ChannelDropout(channel_dropout, seed=channel_seed, dtype="float32")
+        self.noise = GaussianNoise(noise_std, seed=seeds["noise"], dtype="float32")
+        self.dropout = EncodingDropout(dropout, seed=seeds["dropout"], dtype="float32")
+        self.channel_dropout = ChannelDropout(channel_dropout, seed=seeds["channel_dropout"],
+                                              dtype="float32")
         if encoding.built:
             self.built = True
 
@@ -303,8 +307,8 @@ class RegularizedEncoding(AdditiveEncoding):
         pe = self.encoding(positions)
         if training and self._active():
             pe = ops.broadcast_to(ops.cast(pe, "float32"), ops.shape(x))
-            pe = self.channel_dropout(self.dropout(self.noise(pe, training=True), training=True),
-                                      training=True)
+            for part in PARTS:
+                pe = getattr(self, part)(pe, training=True)
         return self._add(x, pe)
 
     def get_config(self):

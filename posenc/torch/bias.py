@@ -341,7 +341,7 @@ def resize_swin_bias_table(table, old_window, new_window, *,
 
     The table ``((2H-1) * (2W-1), num_heads)`` is a ``(2H-1) x (2W-1)`` grid of
     offsets per head; it is interpolated to ``(2H'-1) x (2W'-1)`` like a ViT
-    grid (:func:`resize_table_2d`: bicubic, ``a = -0.75``,
+    grid (:func:`resize_table_2d` with ``antialias=False``: bicubic, ``a = -0.75``,
     ``align_corners=False``, as Swin's released checkpoints are adapted).
 
     Args:
@@ -367,7 +367,7 @@ def resize_swin_bias_table(table, old_window, new_window, *,
     table = _as_table(table, what)
     check_swin_table(tuple(table.shape), (old_h, old_w), what=what)
     return resize_table_2d(table, (2 * old_h - 1, 2 * old_w - 1),
-                           (2 * new_h - 1, 2 * new_w - 1), mode=mode)
+                           (2 * new_h - 1, 2 * new_w - 1), mode=mode, antialias=False)
 
 
 class SwinRelativeBias(nn.Module):

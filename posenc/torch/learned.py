@@ -12,20 +12,21 @@ from torch import nn
 from posenc._checks import (
     check_base,
     check_even_dim,
-    check_extension,
     check_float_dtype,
-    check_init_std,
     check_layout,
-    check_low_rank,
     check_positive_int,
     check_rank,
-    check_scale,
     check_seed,
 )
 from posenc.learned import (
     HYBRID_TOO_SHORT,
     LEARNED_TOO_SHORT,
     LOW_RANK_TOO_SHORT,
+    TABLE_INIT_STD,
+    check_extension,
+    check_init_std,
+    check_low_rank,
+    check_scale,
     grid_resize_matrices,
     low_rank_factors,
     low_rank_init_std,
@@ -94,7 +95,7 @@ def resize_table(table, new_length: int, *, mode: str = "linear") -> torch.Tenso
 
 
 def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0,
-                    mode: str = "bicubic") -> torch.Tensor:
+                    mode: str = "bicubic", antialias: bool = True) -> torch.Tensor:
     """Resample a ViT position table from one patch grid to another.
 
     The table holds ``prefix_tokens`` rows that are not on the grid (the CLS
@@ -104,8 +105,13 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0,
     interpolates its table this way to fine-tune at a higher resolution than it
     was pre-trained at (Dosovitskiy et al., section 3.2; its released code
     interpolates linearly, ``mode="bilinear"`` here up to the grid-edge
-    convention); the default follows DeiT and timm (bicubic, ``a = -0.75``,
-    ``align_corners=False``, no antialiasing), which keeps row norms closer.
+    convention). The defaults give the numbers of timm's
+    ``resample_abs_pos_embed`` with its defaults (bicubic,
+    ``align_corners=False``, antialiased: ``a = -0.5``, the kernel widened by
+    ``old / new`` when shrinking so that every trained row contributes, edge
+    weights renormalised); ``antialias=False`` is plain
+    ``interpolate(..., mode="bicubic")`` (``a = -0.75``, edge rows repeated),
+    as DeiT's code and Swin's bias tables resize.
 
     Args:
         table: ``(prefix_tokens + old_h * old_w, dim)`` tensor.
@@ -113,6 +119,8 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0,
         new_hw: ``(new_h, new_w)``, the grid wanted.
         prefix_tokens: number of leading non-grid rows. Default ``0``.
         mode: ``"bicubic"`` (default), ``"bilinear"`` or ``"nearest"``.
+        antialias: ``True`` (default, as timm) or ``False``; ``"nearest"``
+            ignores it.
 
     Returns:
         Tensor ``(prefix_tokens + new_h * new_w, dim)`` of ``table``'s dtype.
@@ -127,7 +135,8 @@ def resize_table_2d(table, old_hw, new_hw, *, prefix_tokens: int = 0,
         Image Recognition at Scale", ICLR 2021, section 3.2.
     """
     table = _as_table(table, "resize_table_2d")
-    rows, cols = grid_resize_matrices(table.shape, old_hw, new_hw, prefix_tokens, mode)
+    rows, cols = grid_resize_matrices(table.shape, old_hw, new_hw, prefix_tokens, mode,
+                                      antialias=antialias)
     (old_h, old_w), dim = old_hw, table.shape[-1]
     prefix, grid = table[:prefix_tokens], table[prefix_tokens:]
     grid = _apply(rows, grid.reshape(old_h, old_w, dim))    # (new_h, old_w, dim)
@@ -185,7 +194,7 @@ class LearnedEncoding(AdditiveEncoding):
         Image Recognition at Scale", ICLR 2021.
     """
 
-    def __init__(self, max_len: int, dim: int, *, init_std: float = 0.02):
+    def __init__(self, max_len: int, dim: int, *, init_std: float = TABLE_INIT_STD):
         super().__init__()
         what = "LearnedEncoding"
         self.max_len = check_positive_int("max_len", max_len, what=what)
@@ -203,7 +212,7 @@ class LearnedEncoding(AdditiveEncoding):
         return f"max_len={self.max_len}, dim={self.dim}, init_std={self.init_std}"
 
     @classmethod
-    def from_table(cls, table, *, init_std: float = 0.02) -> "LearnedEncoding":
+    def from_table(cls, table, *, init_std: float = TABLE_INIT_STD) -> "LearnedEncoding":
         """A new module whose table is a copy of ``table``.
 
         ``max_len`` and ``dim`` are read from the table's shape, so a table
@@ -254,7 +263,7 @@ class LearnedEncoding(AdditiveEncoding):
         return self._with_table(table)
 
     def resized_2d(self, old_hw, new_hw, *, prefix_tokens: int = 0,
-                   mode: str = "bicubic") -> "LearnedEncoding":
+                   mode: str = "bicubic", antialias: bool = True) -> "LearnedEncoding":
         """A new module for a ViT on a ``new_hw`` patch grid (see :func:`resize_table_2d`).
 
         Args:
@@ -262,6 +271,7 @@ class LearnedEncoding(AdditiveEncoding):
             new_hw: ``(new_h, new_w)``.
             prefix_tokens: leading rows kept as they are (1 for the CLS token).
             mode: ``"bicubic"`` (default), ``"bilinear"`` or ``"nearest"``.
+            antialias: ``True`` (default, as timm) or ``False``.
 
         Returns:
             A ``LearnedEncoding(prefix_tokens + new_h * new_w, dim)`` with the
@@ -269,7 +279,7 @@ class LearnedEncoding(AdditiveEncoding):
         """
         with torch.no_grad():
             table = resize_table_2d(self.table, old_hw, new_hw, prefix_tokens=prefix_tokens,
-                                    mode=mode)
+                                    mode=mode, antialias=antialias)
         return self._with_table(table)
 
     def extended(self, new_max_len: int, *, seed: int | None = None) -> "LearnedEncoding":

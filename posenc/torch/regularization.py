@@ -13,15 +13,16 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from posenc._checks import (
+from posenc._checks import check_rate, check_seed
+from posenc.regularization import (
+    PARTS,
+    channel_mask_shape,
     check_encoding,
-    check_rate,
     check_regularized,
-    check_seed,
     check_std,
     check_wrappable,
+    part_seeds,
 )
-from posenc.regularization import channel_mask_shape, part_seeds
 from posenc.torch._util import AdditiveEncoding, SeededDraws, dtype_of
 
 __all__ = ["EncodingDropout", "ChannelDropout", "GaussianNoise", "RegularizedEncoding"]
@@ -100,8 +101,10 @@ class ChannelDropout(_Regularizer):
     a position code are correlated along the sequence in the same way (a
     sinusoid pair is smooth in the position), so here one mask of shape
     ``(..., 1, dim)`` per example is shared by all positions: a dropped channel
-    is gone from the whole sequence, for example a whole frequency band of a
-    sinusoidal code. Survivors are scaled by ``1 / (1 - rate)``.
+    is gone from the whole sequence. In a sinusoidal code a channel is the sine
+    or the cosine of one frequency, half of a sine/cosine pair: the two halves
+    are dropped independently, so a frequency is lost entirely only when both
+    are (probability ``rate ** 2``). Survivors are scaled by ``1 / (1 - rate)``.
 
     Args:
         rate: float in ``[0, 1)``, the probability of dropping a channel.
@@ -249,11 +252,11 @@ class RegularizedEncoding(AdditiveEncoding):
                         type(encoding).__name__, kind="an absolute positional encoding", what=what)
         dropout, channel_dropout, noise_std, seed = check_regularized(
             dropout, channel_dropout, noise_std, seed, what=what)
-        noise_seed, dropout_seed, channel_seed = part_seeds(seed)
+        seeds = dict(zip(PARTS, part_seeds(seed)))
         self.inner = encoding
-        self.noise = GaussianNoise(noise_std, seed=noise_seed)
-        self.dropout = EncodingDropout(dropout, seed=dropout_seed)
-        self.channel_dropout = ChannelDropout(channel_dropout, seed=channel_seed)
+        self.noise = GaussianNoise(noise_std, seed=seeds["noise"])
+        self.dropout = EncodingDropout(dropout, seed=seeds["dropout"])
+        self.channel_dropout = ChannelDropout(channel_dropout, seed=seeds["channel_dropout"])
 
     def extra_repr(self) -> str:
         return (f"dropout={self.dropout.rate}, channel_dropout={self.channel_dropout.rate}, "
@@ -279,5 +282,6 @@ class RegularizedEncoding(AdditiveEncoding):
         pe = self.encoding(positions)
         if self.training and self._active():
             pe = pe.to(x.device).expand(torch.broadcast_shapes(pe.shape, x.shape))
-            pe = self.channel_dropout(self.dropout(self.noise(pe)))
+            for part in PARTS:
+                pe = getattr(self, part)(pe)
         return self._add(x, pe)
