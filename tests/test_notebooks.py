@@ -60,6 +60,18 @@ def test_ipynb_has_no_outputs(md):
 
 
 @pytest.mark.parametrize("md", SOURCES, ids=lambda p: p.name)
+def test_glue_sits_in_hidden_cells(md):
+    """A reader sees the lesson's code; the lines that hand numbers to the prose are hidden."""
+    hidden = {"remove-input", "remove-cell"}
+    for cell in jupytext.read(md).cells:
+        if cell.cell_type != "code" or hidden & set(cell.metadata.get("tags", [])):
+            continue
+        calls = [line for line in cell.source.splitlines() if "glue(" in line]
+        assert not calls, (f"{md.name}: a visible cell calls {calls[0].strip()!r}: move it into "
+                           "a cell tagged remove-input after the values it glues exist")
+
+
+@pytest.mark.parametrize("md", SOURCES, ids=lambda p: p.name)
 def test_first_cell_installs_posenc_only_on_colab(md):
     nb = jupytext.read(md)
     first = next(c for c in nb.cells if c.cell_type == "code")
