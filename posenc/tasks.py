@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from posenc._checks import check_int, check_lag, check_positive_int
+from posenc._checks import _error, check_int, check_lag, check_positive_int
 
 __all__ = [
     "lag_tokens",
@@ -79,6 +79,31 @@ def lag_targets(tokens, lag: int) -> tuple[np.ndarray, np.ndarray]:
     weights = np.zeros(tokens.shape, dtype=np.float32)
     weights[:, lag:] = 1.0
     return targets, weights
+
+
+def check_lag_attention(attention, rope, *, what: str = "LagModel") -> None:
+    """A ``LagModel`` takes its own ``attention`` layer or a ``rope``, not both.
+
+    ``rope`` rotates the queries and keys of the built-in attention; a layer passed as
+    ``attention`` has its own queries and keys, which the model cannot reach.
+    """
+    if attention is not None and rope is not None:
+        raise _error(what, f"attention and rope cannot be combined, got "
+                           f"attention={type(attention).__name__} and "
+                           f"rope={type(rope).__name__}: rope rotates the built-in attention's "
+                           "queries and keys",
+                     "leave attention=None to use rope, or give the rotation to the attention "
+                     "layer itself")
+
+
+def check_token_targets(tokens, targets, *, what: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """``tokens`` and ``targets`` as int64 arrays of one ``(num_sequences, length)`` shape."""
+    tokens, targets = np.asarray(tokens), np.asarray(targets)
+    if tokens.ndim != 2 or tokens.shape != targets.shape:
+        raise _error(what, f"tokens and targets must both be (num_sequences, length), got "
+                           f"tokens.shape={tokens.shape} and targets.shape={targets.shape}",
+                     "give one target token per input token")
+    return tokens.astype(np.int64), targets.astype(np.int64)
 
 
 def cosine_similarity(table) -> np.ndarray:

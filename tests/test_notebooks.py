@@ -60,6 +60,48 @@ def test_ipynb_has_no_outputs(md):
 
 
 @pytest.mark.parametrize("md", SOURCES, ids=lambda p: p.name)
+def test_glue_sits_in_hidden_cells(md):
+    """A reader sees the lesson's code; the lines that hand numbers to the prose are hidden."""
+    hidden = {"remove-input", "remove-cell"}
+    for cell in jupytext.read(md).cells:
+        if cell.cell_type != "code" or hidden & set(cell.metadata.get("tags", [])):
+            continue
+        calls = [line for line in cell.source.splitlines() if "glue(" in line]
+        assert not calls, (f"{md.name}: a visible cell calls {calls[0].strip()!r}: move it into "
+                           "a cell tagged remove-input after the values it glues exist")
+
+
+def _defined(path: Path, name: str) -> bool:
+    """Whether ``name`` (``func`` or ``Class.method``) is defined at the top of ``path``."""
+    import ast
+
+    body = ast.parse(path.read_text()).body
+    for part in name.split("."):
+        found = [n for n in body if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+                 and n.name == part]
+        if not found:
+            return False
+        body = found[0].body
+    return True
+
+
+@pytest.mark.parametrize("md", SOURCES, ids=lambda p: p.name)
+def test_listings_name_code_that_exists(md):
+    """Each ``literalinclude`` with a ``:pyobject:`` shows a function the package still has."""
+    lines = md.read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("```{literalinclude}"):
+            path = (md.parent / line.split("}", 1)[1].strip()).resolve()
+            assert path.exists(), f"{md.name}:{i + 1}: {path.name} does not exist"
+            options = [o for o in lines[i + 1:i + 6] if o.startswith(":pyobject:")]
+            for option in options:
+                name = option.split(":", 2)[2].strip()
+                assert _defined(path, name), (
+                    f"{md.name}:{i + 1}: {name} is not defined in {path.name}: update the "
+                    "listing's :pyobject: to the name the code has now")
+
+
+@pytest.mark.parametrize("md", SOURCES, ids=lambda p: p.name)
 def test_first_cell_installs_posenc_only_on_colab(md):
     nb = jupytext.read(md)
     first = next(c for c in nb.cells if c.cell_type == "code")

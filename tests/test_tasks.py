@@ -254,3 +254,109 @@ def test_rope_lag_model_same_logits_in_both_faces(scaling):
     # the rotation acts: the same weights without it give other logits
     plain = tt.load_lag_weights(tt.LagModel(None, vocab=VOCAB, dim=DIM), tt.lag_weights(model_t))
     assert np.abs(plain.eval()(torch.from_numpy(tokens)).detach().numpy() - logits_t).max() > 1e-3
+
+
+# ---- a LagModel with its own attention ------------------------------------------------------
+
+def _shaw_pair(max_distance=2):
+    torch.manual_seed(0)
+    model_t = tt.LagModel(None, vocab=VOCAB, dim=DIM,
+                          attention=pt.ShawRelativeAttention(DIM, 1, max_distance, causal=True))
+    model_k = kt.LagModel(None, vocab=VOCAB, dim=DIM,
+                          attention=pk.ShawRelativeAttention(DIM, 1, max_distance, causal=True))
+    kt.load_lag_weights(model_k, tt.lag_weights(model_t))
+    return model_t, model_k
+
+
+def test_attention_slot_replaces_the_built_in_attention():
+    model_t, model_k = _shaw_pair()
+    names = set(tt.lag_weights(model_t))
+    assert {"query", "key", "value"}.isdisjoint(names)
+    assert {"attention/key_table", "attention/query_kernel", "readout"} <= names
+    assert names == set(kt.lag_weights(model_k))
+    assert not any(hasattr(m, "query") for m in (model_t, model_k))
+    tokens = tasks.lag_tokens(3, SEQ, vocab=VOCAB, seed=5)
+    logits_t = model_t.eval()(torch.from_numpy(tokens)).detach().numpy()
+    logits_k = keras.ops.convert_to_numpy(model_k(tokens.astype("int32"), training=False))
+    np.testing.assert_allclose(logits_k, logits_t, atol=2e-5)
+    # the layer is the model's attention: its relative table changes the logits
+    with torch.no_grad():
+        model_t.attention.key_table.add_(torch.randn_like(model_t.attention.key_table))
+    assert np.abs(model_t(torch.from_numpy(tokens)).detach().numpy() - logits_t).max() > 1e-3
+
+
+def test_attention_slot_trains_alike_in_both_faces():
+    model_t, model_k = _shaw_pair()
+    lt = tt.train_lag(model_t, lag=1, length=SEQ, steps=20, batch_size=16)
+    lk = kt.train_lag(model_k, lag=1, length=SEQ, steps=20, batch_size=16)
+    assert lk[0] == pytest.approx(lt[0], rel=1e-5)
+    np.testing.assert_allclose(lk, lt, rtol=0.05)
+    acc_t = tt.accuracy_by_position(model_t, lag=1, length=2 * SEQ, num_sequences=64)
+    acc_k = kt.accuracy_by_position(model_k, lag=1, length=2 * SEQ, num_sequences=64)
+    assert acc_t.shape == acc_k.shape == (2 * SEQ - 1,)
+
+
+def test_attention_and_rope_are_refused_alike():
+    def call(face):
+        lib, tk = (pt, tt) if face == "torch" else (pk, kt)
+        return tk.LagModel(None, vocab=VOCAB, dim=DIM, rope=lib.RotaryEmbedding(DIM),
+                           attention=lib.ShawRelativeAttention(DIM, 1, 2, causal=True))
+    message = same_error(["torch", "keras"], call)
+    assert "LagModel: attention and rope cannot be combined" in message
+    assert "leave attention=None" in message
+
+
+# ---- any token task: fit_tokens and token_accuracy ------------------------------------------
+
+@pytest.mark.parametrize("face", ["torch", "keras"])
+def test_accuracy_by_position_is_token_accuracy_of_the_lag_targets(face):
+    torch.manual_seed(0)
+    keras.utils.set_random_seed(0)
+    lib, tk = (pt, tt) if face == "torch" else (pk, kt)
+    model = tk.LagModel(lib.SinusoidalEncoding(DIM), vocab=VOCAB, dim=DIM)
+    tokens = tasks.lag_tokens(32, SEQ, vocab=VOCAB, seed=123)
+    targets, _ = tasks.lag_targets(tokens, LAG)
+    by_token = tk.token_accuracy(model, tokens, targets)
+    assert by_token.shape == (SEQ,) and by_token.dtype == np.float64
+    np.testing.assert_array_equal(
+        tk.accuracy_by_position(model, lag=LAG, length=SEQ, num_sequences=32), by_token[LAG:])
+
+
+@pytest.mark.parametrize("face", ["torch", "keras"])
+def test_fit_tokens_learns_a_task_that_is_not_the_lag_task(face):
+    # copy the first token of the sequence at every position: attention to key 0
+    torch.manual_seed(0)
+    keras.utils.set_random_seed(0)
+    lib, tk = (pt, tt) if face == "torch" else (pk, kt)
+    model = tk.LagModel(lib.SinusoidalEncoding(DIM), vocab=VOCAB, dim=DIM)
+    tokens = tasks.lag_tokens(64 * 60, SEQ, vocab=VOCAB, seed=0)
+    targets = np.repeat(tokens[:, :1], SEQ, axis=1)
+    losses = tk.fit_tokens(model, tokens, targets, batch_size=64, lr=1e-2)
+    assert losses.shape == (60,)
+    assert losses[-10:].mean() < 0.8 * losses[:10].mean()
+    test = tasks.lag_tokens(128, SEQ, vocab=VOCAB, seed=9)
+    assert tk.token_accuracy(model, test, np.repeat(test[:, :1], SEQ, axis=1)).mean() > 2 / VOCAB
+
+
+def test_keras_step_losses_with_a_short_last_batch():
+    # a learning rate too small to move the weights: each step's loss is the start's loss on
+    # that batch, also for the last, shorter batch (fit logs a mean over samples)
+    keras.utils.set_random_seed(0)
+    model = kt.LagModel(pk.LearnedEncoding(SEQ, DIM), vocab=VOCAB, dim=DIM)
+    start = kt.lag_weights(kt._built(model, SEQ))
+    tokens = tasks.lag_tokens(40, SEQ, vocab=VOCAB, seed=0)
+    targets, weights = tasks.lag_targets(tokens, LAG)
+    losses = kt.fit_tokens(model, tokens, targets, weights=weights, batch_size=16, lr=1e-12)
+    fresh = kt.load_lag_weights(kt.LagModel(pk.LearnedEncoding(SEQ, DIM), vocab=VOCAB, dim=DIM),
+                                start)
+    want = [float(kt.lag_loss(fresh, tokens[i:i + 16], lag=LAG)) for i in (0, 16, 32)]
+    np.testing.assert_allclose(losses, want, rtol=1e-4)
+
+
+def test_token_targets_must_match():
+    model = tt.LagModel(None, vocab=VOCAB, dim=DIM)
+    message = same_error(["torch", "keras"], lambda face: (tt if face == "torch" else kt)
+                         .token_accuracy(model if face == "torch" else
+                                         kt.LagModel(None, vocab=VOCAB, dim=DIM),
+                                         np.zeros((2, 5), dtype=int), np.zeros((2, 4), dtype=int)))
+    assert "tokens.shape=(2, 5) and targets.shape=(2, 4)" in message

@@ -2,7 +2,9 @@
 
 The data come from :mod:`posenc.tasks` (NumPy, from a seed), so :mod:`posenc.torch.tasks`
 trains on exactly the same batches; :func:`lag_weights` and :func:`load_lag_weights` move a
-model's weights between the faces.
+model's weights between the faces. :func:`fit_tokens` and :func:`token_accuracy`, on which
+:func:`train_lag` and :func:`accuracy_by_position` are built, train and score the same model on
+any other token-to-token task.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ import numpy as np
 from keras import ops
 
 from posenc import tasks
+from posenc.tasks import check_lag_attention, check_token_targets
 from posenc._checks import check_lag, check_lag_model, check_lr
 from posenc._checks import check_positive_int
 
-__all__ = ["LagModel", "lag_loss", "train_lag", "accuracy_by_position", "lag_weights",
-           "load_lag_weights"]
+__all__ = ["LagModel", "lag_loss", "fit_tokens", "train_lag", "token_accuracy",
+           "accuracy_by_position", "lag_weights", "load_lag_weights"]
 
 _KERNELS = ("query", "key", "value", "readout")
 
@@ -32,7 +35,9 @@ class LagModel(keras.Model):
     ``vocab`` logits. Dropout acts on the sum of embedding and encoding, as in Vaswani et al.,
     section 5.4. With ``position=None`` the model has no encoding at all: only the causal mask
     tells the positions apart. A ``rope`` rotates the queries and keys before the scores
-    (rotary embeddings). The PyTorch twin is :class:`posenc.torch.tasks.LagModel`.
+    (rotary embeddings). An ``attention`` layer takes the place of that attention layer, so that
+    a relative scheme (``ShawRelativeAttention``, an attention with a bias) trains on the same
+    task with the same code. The PyTorch twin is :class:`posenc.torch.tasks.LagModel`.
 
     Args:
         position: any posenc encoding layer that maps ``(batch, seq, dim)`` embeddings to
@@ -48,6 +53,11 @@ class LagModel(keras.Model):
             ``rope(q, k) -> (q, k)`` (a ``RotaryEmbedding(dim)``), or ``None``. It has no
             weights, so it can be swapped after training (a scaled ``RotaryEmbedding``).
             Default ``None``.
+        attention: a causal self-attention layer mapping ``(batch, seq, dim)`` to
+            ``(batch, seq, dim)`` (``ShawRelativeAttention(dim, 1, k, causal=True)``, ...)
+            used instead of the built-in single-head attention, which is then not created;
+            or ``None`` for the built-in one. It cannot be combined with ``rope``. Default
+            ``None``.
         **kwargs: other ``keras.Model`` arguments (``name``).
 
     Call arguments:
@@ -58,26 +68,34 @@ class LagModel(keras.Model):
         Logits ``(batch, seq, vocab)``.
 
     Example:
-        >>> from posenc.keras import LearnedEncoding
+        >>> from posenc.keras import LearnedEncoding, ShawRelativeAttention
         >>> model = LagModel(LearnedEncoding(16, 8), vocab=10, dim=8)
         >>> tuple(model(np.zeros((2, 16), dtype="int32")).shape)
+        (2, 16, 10)
+        >>> relative = LagModel(None, vocab=10, dim=8,
+        ...                     attention=ShawRelativeAttention(8, 1, 2, causal=True))
+        >>> tuple(relative(np.zeros((2, 16), dtype="int32")).shape)
         (2, 16, 10)
     """
 
     def __init__(self, position, *, vocab: int, dim: int, embed_scale: bool = False,
-                 dropout: float = 0.0, embed_std: float = 1.0, rope=None, **kwargs):
+                 dropout: float = 0.0, embed_std: float = 1.0, rope=None, attention=None,
+                 **kwargs):
         super().__init__(**kwargs)
         self.vocab, self.dim, self.embed_std, rate = check_lag_model(
             vocab, dim, embed_std, dropout)
+        check_lag_attention(attention, rope)
         self.embed_scale = bool(embed_scale)
         self.embed = keras.layers.Embedding(
             self.vocab, self.dim, name="embed",
             embeddings_initializer=keras.initializers.RandomNormal(stddev=self.embed_std))
         self.position = position
         self.dropout = keras.layers.Dropout(rate, name="dropout")
-        self.query = keras.layers.Dense(self.dim, use_bias=False, name="query")
-        self.key = keras.layers.Dense(self.dim, use_bias=False, name="key")
-        self.value = keras.layers.Dense(self.dim, use_bias=False, name="value")
+        self.attention = attention
+        if attention is None:
+            self.query = keras.layers.Dense(self.dim, use_bias=False, name="query")
+            self.key = keras.layers.Dense(self.dim, use_bias=False, name="key")
+            self.value = keras.layers.Dense(self.dim, use_bias=False, name="value")
         self.readout = keras.layers.Dense(self.vocab, name="readout")
         self.rope = rope
 
@@ -88,6 +106,8 @@ class LagModel(keras.Model):
         if self.position is not None:
             h = self.position(h)
         h = self.dropout(h, training=training)
+        if self.attention is not None:
+            return self.readout(self.attention(h, training=training))
         q, k, v = self.query(h), self.key(h), self.value(h)
         if self.rope is not None:                               # one head: (batch, 1, seq, dim)
             q, k = (t[:, 0] for t in self.rope(q[:, None], k[:, None]))
@@ -133,6 +153,49 @@ class _StepLosses(keras.callbacks.Callback):
         self.means.append(float(logs["loss"]))
 
 
+def fit_tokens(model: LagModel, tokens, targets, *, weights=None, batch_size: int = 64,
+               lr: float = 3e-3) -> np.ndarray:
+    """Compile ``model`` with Adam and ``model.fit`` it to predict ``targets``; returns each loss.
+
+    One epoch over the rows in order (``shuffle=False``), ``batch_size`` at a time, with
+    ``weights`` as ``sample_weight`` (a position of weight 0 has no target): the same batches
+    as :func:`posenc.torch.tasks.fit_tokens`. The weights are rescaled by their mean, so the
+    loss is the weighted mean per position, as in the PyTorch face, whenever every batch holds
+    the same total weight (the lag task's case).
+
+    Args:
+        model: a :class:`LagModel` (or any model mapping tokens to ``(batch, seq, vocab)``).
+        tokens: int array ``(num_sequences, length)``.
+        targets: int array ``(num_sequences, length)``, the token to predict at each position.
+        weights: float array ``(num_sequences, length)`` or ``None`` for all ones
+            (keyword-only). Default ``None``.
+        batch_size: sequences per step. Default ``64``.
+        lr: Adam's learning rate (``epsilon=1e-8``, as PyTorch). Default ``3e-3``.
+
+    Returns:
+        float64 array ``(steps,)`` with ``steps = ceil(num_sequences / batch_size)``, the loss
+        of every step (recovered from the running mean that ``fit`` logs).
+    """
+    batch_size = check_positive_int("batch_size", batch_size)
+    lr = check_lr(lr)
+    tokens, targets = check_token_targets(tokens, targets)
+    if weights is not None:
+        # sample_weight averages over all positions; rescale so the loss is per prediction
+        weights = np.asarray(weights, dtype=np.float32)
+        weights = weights / weights.mean()
+    _built(model, tokens.shape[1]).compile(
+        optimizer=keras.optimizers.Adam(learning_rate=lr, epsilon=1e-8),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    record = _StepLosses()
+    model.fit(tokens.astype("int32"), targets.astype("int32"), sample_weight=weights,
+              batch_size=batch_size, epochs=1, shuffle=False, verbose=0, callbacks=[record])
+    means = np.asarray(record.means, dtype=np.float64)
+    sizes = np.minimum(batch_size, len(tokens) - batch_size * np.arange(len(means)))
+    seen = np.cumsum(sizes)                     # fit's mean is over samples, not batches
+    total = seen * means
+    return (total - np.concatenate(([0.0], total[:-1]))) / sizes
+
+
 def train_lag(model: LagModel, *, lag: int, length: int, steps: int, batch_size: int = 64,
               lr: float = 3e-3, seed: int = 0) -> np.ndarray:
     """Compile ``model`` with Adam and ``model.fit`` it on the lag task; returns each step's loss.
@@ -161,18 +224,24 @@ def train_lag(model: LagModel, *, lag: int, length: int, steps: int, batch_size:
     lr = check_lr(lr)
     tokens = tasks.lag_tokens(steps * batch_size, length, vocab=model.vocab, seed=seed)
     targets, weights = tasks.lag_targets(tokens, lag)
-    # sample_weight averages over all positions; rescale so the loss is per prediction, as
-    # lag_loss and the PyTorch face compute it
-    weights *= length / (length - lag)
-    _built(model, length).compile(
-        optimizer=keras.optimizers.Adam(learning_rate=lr, epsilon=1e-8),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    record = _StepLosses()
-    model.fit(tokens.astype("int32"), targets.astype("int32"), sample_weight=weights,
-              batch_size=batch_size, epochs=1, shuffle=False, verbose=0, callbacks=[record])
-    means = np.asarray(record.means, dtype=np.float64)
-    k = np.arange(1, len(means) + 1)
-    return k * means - np.concatenate(([0.0], (k * means)[:-1]))
+    return fit_tokens(model, tokens, targets, weights=weights, batch_size=batch_size, lr=lr)
+
+
+def token_accuracy(model: LagModel, tokens, targets) -> np.ndarray:
+    """Share of the sequences whose most likely token is the target, at each position.
+
+    Args:
+        model: a :class:`LagModel` (or any model mapping tokens to ``(batch, seq, vocab)``);
+            called with ``training=False``.
+        tokens: int array ``(num_sequences, length)``.
+        targets: int array ``(num_sequences, length)``.
+
+    Returns:
+        float64 array ``(length,)``.
+    """
+    tokens, targets = check_token_targets(tokens, targets)
+    logits = ops.convert_to_numpy(model(tokens.astype("int32"), training=False))
+    return (logits.argmax(-1) == targets).mean(0, dtype=np.float64)
 
 
 def accuracy_by_position(model: LagModel, *, lag: int, length: int,
@@ -191,18 +260,19 @@ def accuracy_by_position(model: LagModel, *, lag: int, length: int,
     """
     lag, length = check_lag(lag, length)
     tokens = tasks.lag_tokens(num_sequences, length, vocab=model.vocab, seed=seed)
-    logits = ops.convert_to_numpy(model(tokens.astype("int32"), training=False))
-    hits = logits[:, lag:].argmax(-1) == tokens[:, :-lag]
-    return hits.mean(0, dtype=np.float64)
+    targets, _ = tasks.lag_targets(tokens, lag)
+    return token_accuracy(model, tokens, targets)[lag:]
 
 
 def _params(model: LagModel) -> dict:
     params = {"embed": model.embed.embeddings, "readout_bias": model.readout.bias}
-    for name in _KERNELS:
+    for name in _KERNELS if model.attention is None else ("readout",):
         params[name] = getattr(model, name).kernel
-    if model.position is not None:
-        for w in model.position.weights:
-            params[f"position/{w.path.split('/')[-1]}"] = w
+    for part in ("position", "attention"):
+        layer = getattr(model, part)
+        if layer is not None:
+            for w in layer.weights:
+                params[f"{part}/{w.path.split('/')[-1]}"] = w
     return params
 
 
@@ -210,8 +280,10 @@ def lag_weights(model: LagModel) -> dict[str, np.ndarray]:
     """The weights of a built :class:`LagModel` as float32 NumPy arrays (one layout, both faces).
 
     Keys: ``embed`` ``(vocab, dim)``; ``query``, ``key``, ``value`` ``(dim, dim)`` and
-    ``readout`` ``(dim, vocab)`` as ``(in, out)`` kernels; ``readout_bias`` ``(vocab,)``; and
-    ``position/NAME`` for each weight of the position encoding (``position/table``, ...).
+    ``readout`` ``(dim, vocab)`` as ``(in, out)`` kernels; ``readout_bias`` ``(vocab,)``;
+    ``position/NAME`` for each weight of the position encoding (``position/table``, ...); and,
+    for a model with its own ``attention``, ``attention/NAME`` for each of its weights in
+    place of ``query``, ``key`` and ``value``.
     """
     if not model.built:
         raise ValueError("lag_weights: the model is not built; call it once on tokens first.")
