@@ -133,3 +133,11 @@ def test_bench_rotary_times_hugging_face_per_layer_and_per_model_apart(tmp_path)
         assert "forward_backward_ms" not in methods[name]       # no gradient once per model
     assert methods["posenc RotaryEmbedding"]["forward_backward_median_ms"] > 0
 
+
+def test_readme_matches_the_scripts():
+    readme = (BENCH / "README.md").read_text()
+    assert not re.search(r"\|\s*\d+\.\d+\s*\|", readme), "tables of timings go stale"
+    assert "134 MB" not in readme and "cache speed" not in readme
+    shaw = (BENCH / "bench_shaw.py").read_text()
+    assert "at least 2x faster than a per-position Python" in shaw
+    assert "target: 2x faster" in readme and "10x" not in readme
