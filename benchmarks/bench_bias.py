@@ -98,7 +98,8 @@ def main() -> int:
                 diff = (F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
                         - explicit(q, k, v, bias)).abs().max().item()
                 if "compiled" in fns:
-                    diff = max(diff, (fns["compiled"]() - explicit(q, k, v, bias)).abs().max().item())
+                    compiled_diff = fns["compiled"]() - explicit(q, k, v, bias)
+                    diff = max(diff, compiled_diff.abs().max().item())
             ratio = t["sdpa"].min_ms / t["explicit"].min_ms
             row = {"scheme": name, "L": length, "bias_ms": t["bias"].min_ms,
                    "sdpa_ms": t["sdpa"].min_ms, "explicit_ms": t["explicit"].min_ms,
