@@ -104,7 +104,8 @@ def main() -> int:
 
     width = max(len(r[0]) for r in rows)
     print(f"device={device} torch={torch.__version__} threads={torch.get_num_threads()}; "
-          f"ms over {repeat} calls after a warm-up, methods compared in the same rounds")
+          f"ms over {repeat} calls after a warm-up ({min(repeat, 3)} for the loop and its "
+          "match), methods compared in the same rounds")
     print(f"{'':<{width}}  {'min':>10} {'median':>10} {'spread':>10}")
     for name, timing in rows:
         print(f"{name:<{width}}  {timing.min_ms:10.3f} {timing.median_ms:10.3f} "

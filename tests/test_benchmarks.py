@@ -141,3 +141,14 @@ def test_readme_matches_the_scripts():
     shaw = (BENCH / "bench_shaw.py").read_text()
     assert "at least 2x faster than a per-position Python" in shaw
     assert "target: 2x faster" in readme and "10x" not in readme
+
+
+def test_bench_sinusoidal_prints_min_median_and_spread():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(BENCH.parent), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, str(BENCH / "bench_sinusoidal.py"), "--tiny",
+                          "--no-keras"], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    header = next(line for line in out.stdout.splitlines() if "median" in line)
+    assert header.split() == ["min", "median", "spread"]
+    assert sum("ms over 2 calls" in line for line in out.stdout.splitlines()) == 1
