@@ -1,4 +1,4 @@
-"""Attention biases through PyTorch's fused attention against an explicit softmax.
+"""Attention biases through PyTorch's scaled_dot_product_attention against an explicit softmax.
 
 For ALiBi (causal) and T5 (bidirectional), at batch 1, 8 heads, head_dim 64 and a few lengths:
 * the bias: ``ALiBiBias`` read from its cache, and ``T5RelativeBias`` (buckets and gather);
@@ -6,8 +6,8 @@ For ALiBi (causal) and T5 (bidirectional), at batch 1, 8 heads, head_dim 64 and 
   ``softmax(q k^T / sqrt(d) + bias) v`` written out.
 
 Targets (exit status 1 when missed): both ways give the same output (max abs difference
-below 1e-4), and the fused path is at most 1.25x the explicit one's time (it is usually
-faster: it does not keep the softmax's temporaries).
+below 1e-4), and the SDPA path is at most 1.25x the explicit one's time (it is usually
+faster when its kernel is a fused one, which does not keep the softmax's temporaries).
 
 "SDPA" is whichever kernel PyTorch picks for a float ``attn_mask`` (``--sdpa-backend`` pins
 one); each row of the results names it (``sdpa_backend``). A last column times the bias path
