@@ -8,11 +8,17 @@
 One family of encodings, one name, three places: ``posenc/<family>.py`` holds
 the family's framework-free part (NumPy formulas, index maps, registries of
 variants), ``posenc/torch/<family>.py`` and ``posenc/keras/<family>.py`` its
-two faces. The families are :mod:`posenc.sinusoidal`, :mod:`posenc.learned`,
-:mod:`posenc.regularization` and :mod:`posenc.structured`; every argument
-check is in ``posenc/_checks.py``. Also here: :func:`posenc.pick_device`,
-:mod:`posenc.theory`, :mod:`posenc.interop`, :mod:`posenc.plotting` and
-:mod:`posenc.diagnostics`.
+two faces. The families of encodings are :mod:`posenc.sinusoidal`,
+:mod:`posenc.learned`, :mod:`posenc.regularization`, :mod:`posenc.structured`
+(times, trees, modalities and graphs), :mod:`posenc.bias` (ALiBi, T5, Swin),
+:mod:`posenc.shaw` and :mod:`posenc.rotary`; :mod:`posenc.attention` is the
+attention and the Transformer they plug into. Laid out the same way (a core
+and two faces) are the tools around them: :mod:`posenc.diagnostics` (looking
+inside a model), :mod:`posenc.tasks` (a task that needs positions) and
+:mod:`posenc.bugs` (known mistakes, kept for teaching). Framework-free only:
+:mod:`posenc.theory`, :mod:`posenc.interop` (weights from one face to the
+other), :mod:`posenc.plotting`, :mod:`posenc.experiments` (the lab) and
+:func:`posenc.pick_device`. Every argument check is in ``posenc/_checks.py``.
 """
 
 from posenc.sinusoidal import sinusoidal_inv_freq, wavelengths

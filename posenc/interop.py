@@ -95,9 +95,17 @@ def copy_weights(src, dst):
         ``dst``, with its weights replaced.
 
     Example:
-        >>> # torch_enc = posenc.torch.LearnedEncoding(512, 64)
-        >>> # keras_enc = posenc.keras.LearnedEncoding(512, 64)
-        >>> # copy_weights(torch_enc, keras_enc)
+        >>> import keras, numpy as np, torch
+        >>> import posenc.keras as pk, posenc.torch as pt
+        >>> torch_enc = pt.LearnedEncoding(16, 8)
+        >>> keras_enc = pk.LearnedEncoding(16, 8)
+        >>> x = np.zeros((2, 16, 8), dtype="float32")
+        >>> _ = keras_enc(x)                      # build the layer: it owns its table now
+        >>> copy_weights(torch_enc, keras_enc) is keras_enc
+        True
+        >>> same = torch_enc(torch.as_tensor(x)).detach().numpy()
+        >>> bool(np.allclose(same, keras.ops.convert_to_numpy(keras_enc(x))))
+        True
     """
     import numpy as np
 

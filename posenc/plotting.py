@@ -8,7 +8,13 @@ per head) and :func:`attention_grid` (every layer and head of a trained model on
 
 from __future__ import annotations
 
-from posenc._checks import check_rank
+from posenc._checks import check_choice, check_rank
+
+#: How :func:`head_grid` and :func:`attention_grid` scale each map before drawing it.
+NORMALIZATIONS = {
+    "none": "the values as they are",
+    "row": "each row divided by its largest absolute value (a query's strongest key is 1)",
+}
 
 #: Sequential colour map that reads in greyscale.
 SEQUENTIAL = "cividis"
@@ -131,7 +137,7 @@ def frequency_plot(ax, table, channels, *, labels=None, title: str | None = None
 
 def head_grid(maps, *, xlabel: str, ylabel: str, titles=None, suptitle: str | None = None,
               ncols: int | None = None, symmetric: bool = False, tick_labels=None,
-              panel_size: float = 2.1, shared_scale: bool = True):
+              panel_size: float = 2.1, shared_scale: bool = True, normalize: str = "none"):
     """One small heatmap per head (or per layer): a figure of panels from ``(n, rows, cols)``.
 
     Used for the bias of each head and the attention weights of each head and layer. Entries
@@ -147,6 +153,12 @@ def head_grid(maps, *, xlabel: str, ylabel: str, titles=None, suptitle: str | No
         tick_labels: optional labels (tokens) for both axes of every panel.
         panel_size: inches per panel side.
         shared_scale: one colour scale for all panels (comparable heads). Default ``True``.
+        normalize: ``"none"`` (default) draws the values as they are; ``"row"`` divides each
+            row of each map by its largest absolute finite value first (rows of zeros stay
+            zero), so that every row uses the whole colour scale. Attention weights need it:
+            query 0 of a causal map puts weight 1 on its one key, query ``i`` about ``1/i`` on
+            each of its keys, and on one 0-1 scale every row but the first few is dark. The
+            colour bar of a row-normalised grid says so.
 
     Returns:
         ``(figure, axes)``, axes a flat list of the ``n`` panels.
@@ -156,6 +168,10 @@ def head_grid(maps, *, xlabel: str, ylabel: str, titles=None, suptitle: str | No
 
     maps = np.asarray(maps, dtype=float)
     check_rank("maps", maps.shape, 3, what="head_grid", fix="pass maps as (n, rows, cols)")
+    check_choice("normalize", normalize, NORMALIZATIONS, what="head_grid")
+    if normalize == "row":
+        size = np.where(np.isfinite(maps), np.abs(maps), 0.0).max(axis=-1, keepdims=True)
+        maps = maps / np.where(size > 0, size, 1.0)
     n = maps.shape[0]
     ncols = ncols or min(n, 4)
     nrows = -(-n // ncols)
@@ -187,15 +203,21 @@ def head_grid(maps, *, xlabel: str, ylabel: str, titles=None, suptitle: str | No
             ax.set_xticks(ticks, list(tick_labels), fontsize=7, rotation=90)
             ax.set_yticks(ticks, list(tick_labels), fontsize=7)
     if shared_scale and image is not None:
-        fig.colorbar(image, ax=flat[:n], fraction=0.046, pad=0.02)
+        bar = fig.colorbar(image, ax=flat[:n], fraction=0.046, pad=0.02)
+        if normalize == "row":
+            bar.set_label("value / largest in its row")
     if suptitle:
         fig.suptitle(suptitle)
     return fig, flat[:n]
 
 
 def attention_grid(attention, *, tokens=None, suptitle: str | None = None,
-                   panel_size: float = 1.9):
+                   panel_size: float = 1.9, normalize: str = "row"):
     """Attention weights of every layer (rows) and head (columns) for one sequence.
+
+    Each query's row is drawn relative to its largest weight by default (``normalize="row"``,
+    see :func:`head_grid`): the map shows where each query looks, not how many keys it
+    shares its weight with. ``normalize="none"`` draws the weights themselves on one scale.
 
     Args:
         attention: a list per layer of ``(heads, q_len, k_len)`` arrays (one example of what
@@ -203,6 +225,7 @@ def attention_grid(attention, *, tokens=None, suptitle: str | None = None,
         tokens: optional labels of the positions (the characters of the sentence).
         suptitle: optional figure title.
         panel_size: inches per panel side.
+        normalize: ``"row"`` (default) or ``"none"`` (see :func:`head_grid`).
 
     Returns:
         ``(figure, axes)``, axes an array ``(layers, heads)``.
@@ -217,7 +240,7 @@ def attention_grid(attention, *, tokens=None, suptitle: str | None = None,
     fig, axes = head_grid(attention.reshape(layers * heads, *attention.shape[2:]),
                           xlabel="key", ylabel="query", titles=titles, suptitle=suptitle,
                           ncols=heads, tick_labels=tokens, panel_size=panel_size,
-                          shared_scale=True)
+                          shared_scale=True, normalize=normalize)
     for ax in axes:
         ax.title.set_fontsize(8)
     return fig, np.array(axes, dtype=object).reshape(layers, heads)

@@ -18,7 +18,7 @@ MODULES = [
     "posenc.rotary", "posenc.torch.rotary", "posenc.keras.rotary",
     "posenc.attention", "posenc.torch.attention", "posenc.keras.attention",
     "posenc.diagnostics", "posenc.torch.diagnostics", "posenc.keras.diagnostics",
-    "posenc.experiments.gradients",
+    "posenc.experiments.gradients", "posenc.interop",
 ]
 
 

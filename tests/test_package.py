@@ -167,3 +167,18 @@ def test_glue_run_time_glues_seconds_and_machine(monkeypatch):
     assert set(glued) == {"chapter_seconds", "machine"}
     assert 2.0 <= glued["chapter_seconds"] < 60.0
     assert glued["machine"] == f"{os.cpu_count()} CPU cores, no GPU used"
+
+
+def test_package_docstring_names_every_module_and_only_real_ones():
+    """The package docstring's map of the package: every module with a face (a family, or a
+    tool laid out like one) and the framework-free tools are named, and every name imports."""
+    import importlib
+    import pathlib
+    import re
+
+    named = set(re.findall(r":mod:`posenc\.(\w+)`", posenc.__doc__))
+    faces = {p.stem for p in pathlib.Path(posenc.__file__).parent.joinpath("torch").glob("*.py")
+             if not p.stem.startswith("_") and p.stem != "scratch"}
+    assert faces | {"theory", "interop", "plotting", "experiments"} <= named
+    for name in named:
+        importlib.import_module(f"posenc.{name}")

@@ -1,0 +1,154 @@
+"""The benchmark scripts: one shared timer, and each script's output at a toy size.
+
+Nothing here times anything for its own sake: the scripts run with ``--tiny`` (toy sizes,
+targets printed but not enforced) and the tests read what their results record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+BENCH = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+import timing  # noqa: E402
+
+
+def run_script(name: str, tmp_path, *args) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(BENCH.parent), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, str(BENCH / name), "--tiny", "--out", str(tmp_path),
+                          *args], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    stem = name.removesuffix(".py").replace("bench_", "bench-")
+    return json.loads((tmp_path / stem / "results.json").read_text())
+
+
+# --------------------------------------------------------------------------- the timer
+
+
+class Clock:
+    """A fake clock: each function advances it by its own duration when called."""
+
+    def __init__(self):
+        self.now, self.calls = 0.0, []
+
+    def __call__(self):
+        return self.now
+
+    def work(self, name, durations):
+        durations = iter(durations)
+
+        def fn():
+            self.calls.append(name)
+            self.now += next(durations) / 1e3
+        return fn
+
+
+def test_compare_excludes_the_warm_up_and_interleaves_the_methods():
+    clock = Clock()
+    fns = {"a": clock.work("a", [500, 3, 1, 2]),        # the slow first call is the warm-up
+           "b": clock.work("b", [900, 10, 30, 20])}
+    got = timing.compare(fns, repeat=3, warmup=1, clock=clock)
+    assert clock.calls == ["a", "b"] + ["a", "b"] * 3   # warm-ups, then rounds in turn
+    assert got["a"].repeat == got["b"].repeat == 3
+    assert (got["a"].min_ms, got["a"].median_ms, got["a"].spread_ms) == pytest.approx((1, 2, 2))
+    assert (got["b"].min_ms, got["b"].median_ms, got["b"].spread_ms) == pytest.approx((10, 20, 20))
+    assert got["a"].columns("fwd_") == pytest.approx(
+        {"fwd_ms": 1, "fwd_median_ms": 2, "fwd_spread_ms": 2})
+
+
+def test_compare_refuses_no_rounds():
+    with pytest.raises(ValueError, match="repeat must be >= 1"):
+        timing.compare({"a": lambda: None}, repeat=0)
+
+
+def test_the_benchmarks_have_one_timer():
+    """No script keeps a clock of its own: all time through timing.py."""
+    for path in BENCH.glob("bench_*.py"):
+        text = path.read_text()
+        assert "perf_counter" not in text and "def timeit" not in text, path.name
+        assert "from timing import" in text, path.name
+
+
+# --------------------------------------------------------------------------- the scripts
+
+
+def test_bench_bias_records_the_sdpa_kernel_and_the_spread(tmp_path):
+    results = run_script("bench_bias.py", tmp_path, "--no-compile")
+    rows = results["rows"]
+    assert {r["scheme"] for r in rows} == {"ALiBi (causal)", "T5 (bidirectional)"}
+    for row in rows:
+        assert row["sdpa_backend"] in {"FLASH_ATTENTION", "EFFICIENT_ATTENTION",
+                                       "CUDNN_ATTENTION", "MATH"}
+        assert row["sdpa_median_ms"] >= row["sdpa_ms"] and row["sdpa_spread_ms"] >= 0
+        assert row["max_abs_diff"] < 1e-4
+    assert "MATH" in results["meta"]["sdpa_backends_allowed"]
+
+
+def test_bench_shaw_measures_the_largest_tensor_and_both_savings(tmp_path):
+    rows = run_script("bench_shaw.py", tmp_path)["rows"]
+    shaw = {r["method"]: r for r in rows if r["table"] == "shaw"}
+    assert set(shaw) == {"naive", "skew", "skew, one block"}
+    length = shaw["naive"]["L"]
+    # measured, and it is the naive method's (L, L, d) a^K of 4 L^2 d bytes
+    assert shaw["naive"]["largest_tensor_mib"] == 4 * length ** 2 * 64 / 2 ** 20
+    assert shaw["skew"]["largest_tensor_mib"] != shaw["skew"]["formula_mib"]  # at L < 2k, the
+    # bucket sums (heads, block, 2k + 2) are larger than the logits the formula counts
+    saving = {r["measure"]: r for r in rows if r["table"] == "shaw-saving"}
+    for r in saving.values():
+        assert r["total_x"] == pytest.approx(r["skew_alone_x"] * r["query_blocks_x"])
+    windowed = [r for r in rows if r["table"] == "windowed"]
+    assert {r["method"] for r in windowed} == {"vectorised", "per-position loop"}
+    assert all(r["median_ms"] >= r["ms"] for r in windowed)
+
+
+def test_largest_tensor_is_measured_not_computed():
+    import torch
+
+    import bench_shaw
+
+    assert bench_shaw.largest_tensor_bytes(lambda: torch.zeros(10, 10)) == 400
+    assert bench_shaw.largest_tensor_bytes(                 # views and expands are not new
+        lambda: torch.zeros(10, 10).expand(3, 10, 10)[0].t()) == 400
+
+
+def test_bench_rotary_times_hugging_face_per_layer_and_per_model_apart(tmp_path):
+    pytest.importorskip("transformers")
+    rows = run_script("bench_rotary.py", tmp_path, "--no-keras", "--no-compile")["rows"]
+    methods = {r["method"]: r for r in rows}
+    assert {"posenc RotaryEmbedding", "HF apply_rotary_pos_emb (per layer)",
+            "posenc cos/sin table (once per model)",
+            "HF LlamaRotaryEmbedding cos/sin (once per model)",
+            "posenc apply_rope", "HF cos/sin + apply_rotary_pos_emb"} <= set(methods)
+    for name in ("posenc cos/sin table (once per model)",
+                 "HF LlamaRotaryEmbedding cos/sin (once per model)"):
+        assert "forward_backward_ms" not in methods[name]       # no gradient once per model
+    assert methods["posenc RotaryEmbedding"]["forward_backward_median_ms"] > 0
+
+
+def test_readme_matches_the_scripts():
+    readme = (BENCH / "README.md").read_text()
+    assert not re.search(r"\|\s*\d+\.\d+\s*\|", readme), "tables of timings go stale"
+    assert "134 MB" not in readme and "cache speed" not in readme
+    shaw = (BENCH / "bench_shaw.py").read_text()
+    assert "at least 2x faster than a per-position Python" in shaw
+    assert "target: 2x faster" in readme and "10x" not in readme
+
+
+def test_bench_sinusoidal_prints_min_median_and_spread():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(BENCH.parent), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, str(BENCH / "bench_sinusoidal.py"), "--tiny",
+                          "--no-keras"], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    header = next(line for line in out.stdout.splitlines() if "median" in line)
+    assert header.split() == ["min", "median", "spread"]
+    assert sum("ms over 2 calls" in line for line in out.stdout.splitlines()) == 1
