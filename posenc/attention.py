@@ -41,8 +41,8 @@ from posenc._checks import (
     check_positive_int,
     check_rate,
     check_scheme_options,
-    check_t5_buckets,
 )
+from posenc.bias import check_t5_buckets
 from posenc.rotary import rope_frequencies
 from posenc.shaw import query_positions
 

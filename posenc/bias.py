@@ -14,23 +14,23 @@ sizes): the faces turn ALiBi's slopes and Swin's index into constants once,
 and compute T5's buckets with their own ops (checked equal to these).
 A Swin table is resized to a new window as a ``(2H-1) x (2W-1)`` grid of
 offsets per head, by the faces' ``resize_table_2d`` (the interpolation
-matrices of :mod:`posenc.learned`). The argument checks live in
-:mod:`posenc._checks` with all the others.
+matrices of :mod:`posenc.learned`). The family's argument rules (``check_*``)
+are here, next to the formulas; the shared primitives are in :mod:`posenc._checks`.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
 from posenc._checks import (
+    _error,
     check_bool,
     check_integer_dtype,
     check_lengths,
-    check_num_heads,
-    check_t5_buckets,
-    check_window,
+    check_positive_int,
 )
 
 __all__ = [
@@ -45,6 +45,81 @@ __all__ = [
 
 #: Standard deviation of a fresh T5 or Swin bias table (Swin's truncated normal).
 TABLE_INIT_STD = 0.02
+
+
+# --------------------------------------------------------------------------- argument rules
+
+def check_num_heads(num_heads, *, what: str = "") -> int:
+    """The number of attention heads, a positive integer."""
+    return check_positive_int("num_heads", num_heads, what=what,
+                              fix="pass the attention layer's head count, e.g. num_heads=8")
+
+
+def check_t5_buckets(bidirectional, num_buckets, max_distance, *,
+                     what: str = "") -> tuple[bool, int, int]:
+    """T5's bucketing: an even ``num_buckets`` when bidirectional (half for each direction),
+    at least two buckets per direction, and a ``max_distance`` beyond the exact ones."""
+    bidirectional = check_bool("bidirectional", bidirectional, what=what)
+    num_buckets = check_positive_int("num_buckets", num_buckets, what=what,
+                                     fix="T5 uses num_buckets=32")
+    if bidirectional and num_buckets % 2:
+        raise _error(what, f"num_buckets must be even when bidirectional=True (half of the "
+                           f"buckets for each direction), got num_buckets={num_buckets}",
+                     f"use num_buckets={num_buckets + 1} or {num_buckets - 1}, or "
+                     "bidirectional=False for a decoder")
+    per_direction = num_buckets // 2 if bidirectional else num_buckets
+    if per_direction < 2:
+        least = 4 if bidirectional else 2
+        raise _error(what, f"num_buckets must be at least {least} (bidirectional="
+                           f"{bidirectional}: an exact and a logarithmic bucket per direction), "
+                           f"got num_buckets={num_buckets}", "T5 uses num_buckets=32")
+    max_exact = per_direction // 2
+    if (isinstance(max_distance, bool) or not isinstance(max_distance, numbers.Integral)
+            or max_distance <= max_exact):
+        raise _error(what, f"max_distance must be an integer greater than the {max_exact} "
+                           f"exact distances (num_buckets={num_buckets}, bidirectional="
+                           f"{bidirectional}), got max_distance={max_distance!r}",
+                     f"T5 uses max_distance=128; any value above {max_exact} works")
+    return bidirectional, num_buckets, int(max_distance)
+
+
+def check_window(window_size, *, name: str = "window_size", what: str = "") -> tuple[int, int]:
+    """A window: a positive int ``n`` (an ``n x n`` window) or a ``(height, width)`` pair."""
+    pair = window_size
+    if isinstance(window_size, numbers.Integral) and not isinstance(window_size, bool):
+        pair = (window_size, window_size)
+    ok = (isinstance(pair, (tuple, list)) and len(pair) == 2
+          and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v > 0
+                  for v in pair))
+    if not ok:
+        raise _error(what, f"{name} must be a positive integer or a (height, width) pair of "
+                           f"positive integers, got {name}={window_size!r}",
+                     "a window holds at least one patch; Swin uses 7")
+    return int(pair[0]), int(pair[1])
+
+
+def check_window_lengths(q_len, k_len, window_hw, *, what: str = "") -> None:
+    """A window's bias is ``(H*W, H*W)``: ``q_len`` and ``k_len`` must both be ``H*W``."""
+    size = window_hw[0] * window_hw[1]
+    if q_len != size or k_len != size:
+        raise _error(what, f"q_len and k_len must both be window_h * window_w = {size} (window "
+                           f"{window_hw[0]}x{window_hw[1]}), got q_len={q_len!r}, "
+                           f"k_len={k_len!r}",
+                     f"pass q_len={size}, or build the layer for your window (resize a trained "
+                     "table with .resized(new_window))")
+
+
+def check_swin_table(shape, window_hw, *, what: str = "") -> None:
+    """A Swin bias table is ``((2H-1) * (2W-1), num_heads)`` for an ``H x W`` window."""
+    rows = (2 * window_hw[0] - 1) * (2 * window_hw[1] - 1)
+    if len(shape) != 2 or shape[0] != rows:
+        raise _error(what, f"table must be ((2*{window_hw[0]}-1) * (2*{window_hw[1]}-1), "
+                           f"num_heads) = ({rows}, num_heads) for the window "
+                           f"{window_hw[0]}x{window_hw[1]}, got table.shape={tuple(shape)}",
+                     "pass the window the table was trained for as old_window")
+
+
+# --------------------------------------------------------------------------- formulas
 
 
 def alibi_slopes(num_heads: int) -> np.ndarray:

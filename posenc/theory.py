@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from posenc._checks import (
+    _error,
     check_base,
     check_even_dim,
-    check_finite,
     check_int,
     check_layout,
     check_positive_int,
@@ -28,6 +28,12 @@ __all__ = [
     "sinusoidal_distance",
     "first_confusable_offset",
 ]
+
+
+def check_finite(name: str, values, *, what: str = "") -> None:
+    """Every number of ``values`` (a float64 array) is finite."""
+    if not np.all(np.isfinite(values)):
+        raise _error(what, f"{name} must be finite, got {name}={values!r}")
 
 
 def layout_permutation(dim: int, *, src: str = "interleaved", dst: str = "concat") -> np.ndarray:

@@ -9,8 +9,8 @@ k_len)`` for the logits of every head; pass it as the ``bias`` of
 ``q_len``), and return float32 whatever the dtype policy: an attention layer
 casts the bias to its compute dtype. They are built with ``autocast=False``.
 
-The framework-free parts (slopes, bucket and index maps) are in
-``posenc/bias.py``; the argument checks in ``posenc/_checks.py``. The
+The framework-free parts (slopes, bucket and index maps, the family's
+argument rules) are in ``posenc/bias.py``. The
 PyTorch face mirrors this module name for name.
 """
 
@@ -26,13 +26,15 @@ from posenc import bias as numpy_bias
 from posenc._checks import (
     check_bool,
     check_lengths,
+)
+from posenc.bias import (
+    TABLE_INIT_STD,
     check_num_heads,
     check_swin_table,
     check_t5_buckets,
     check_window,
     check_window_lengths,
 )
-from posenc.bias import TABLE_INIT_STD
 from posenc.keras._util import as_indices
 from posenc.keras.learned import _as_table, resize_table_2d
 

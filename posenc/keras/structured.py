@@ -25,22 +25,14 @@ from posenc._checks import (
     check_base,
     check_bool,
     check_choice,
-    check_coordinate_scale,
-    check_coordinate_width,
-    check_coordinates,
-    check_eigenvectors_shape,
     check_embeddings,
     check_even_dim,
     check_float_dtype,
     check_layout,
-    check_level_width,
     check_not_scalar,
     check_numeric_dtype,
-    check_paths_depth,
-    check_paths_values,
     check_positive_int,
     check_seed,
-    check_time_scale,
 )
 from posenc.keras._util import (
     AdditiveEncoding,
@@ -56,6 +48,14 @@ from posenc.keras._util import (
 )
 from posenc.keras.sinusoidal import sinusoidal
 from posenc.structured import (
+    check_coordinate_scale,
+    check_coordinate_width,
+    check_coordinates,
+    check_eigenvectors_shape,
+    check_level_width,
+    check_paths_depth,
+    check_paths_values,
+    check_time_scale,
     MULTIMODAL_MODES,
     MULTIMODAL_TOO_SHORT,
     TABLE_INIT_STD,

@@ -8,8 +8,8 @@ dtype). The queries are the last ``q_len`` of the ``k_len`` positions
 ``forward(q_len, k_len=None)`` (``k_len`` defaults to ``q_len``), and return
 float32 whatever the module's dtype or autocast.
 
-The framework-free parts (slopes, bucket and index maps) are in
-``posenc/bias.py``; the argument checks in ``posenc/_checks.py``.
+The framework-free parts (slopes, bucket and index maps, the family's
+argument rules) are in ``posenc/bias.py``.
 """
 
 from __future__ import annotations
@@ -23,13 +23,15 @@ from posenc import bias as numpy_bias
 from posenc._checks import (
     check_bool,
     check_lengths,
+)
+from posenc.bias import (
+    TABLE_INIT_STD,
     check_num_heads,
     check_swin_table,
     check_t5_buckets,
     check_window,
     check_window_lengths,
 )
-from posenc.bias import TABLE_INIT_STD
 from posenc.torch._util import as_indices, is_compiling
 from posenc.torch.learned import _as_table, resize_table_2d
 
