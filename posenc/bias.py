@@ -25,6 +25,7 @@ import numbers
 
 import numpy as np
 
+from posenc import positions
 from posenc._checks import (
     _error,
     check_bool,
@@ -167,7 +168,7 @@ def relative_positions(q_len: int, k_len: int) -> np.ndarray:
                [-3, -2, -1,  0]])
     """
     q_len, k_len = check_lengths(q_len, k_len, what="relative_positions")
-    return np.arange(k_len)[None, :] - np.arange(k_len - q_len, k_len)[:, None]
+    return positions.relative_positions(q_len, k_len)
 
 
 def alibi_bias(num_heads: int, q_len: int, k_len: int, *, causal: bool = True) -> np.ndarray:

@@ -34,6 +34,7 @@ from posenc._checks import (
     check_probe_split,
     check_seed,
 )
+from posenc.positions import relative_positions
 from posenc.sinusoidal import sinusoidal_inv_freq
 
 __all__ = [
@@ -109,7 +110,7 @@ def mean_by_offset(matrix) -> tuple[np.ndarray, np.ndarray]:
     matrix = check_diagnostic_array("matrix", matrix, 2, what="mean_by_offset",
                                     shape_text="(q_len, k_len)", finite=False)
     q_len, k_len = matrix.shape
-    rel = np.arange(k_len)[None, :] - np.arange(k_len - q_len, k_len)[:, None]
+    rel = relative_positions(q_len, k_len)
     offsets = np.arange(-(k_len - 1), k_len)
     finite = np.isfinite(matrix)
     sums = np.bincount((rel + k_len - 1)[finite], weights=matrix[finite],

@@ -35,6 +35,7 @@ from posenc._checks import (
     check_positive_int,
     check_rank,
 )
+from posenc.positions import source_coordinates
 
 __all__ = [
     "CUBIC_A",
@@ -53,20 +54,6 @@ TABLE_INIT_STD = 0.02
 
 #: The cubic convolution parameter of PyTorch's and timm's bicubic resize.
 CUBIC_A = -0.75
-
-
-def source_coordinates(old: int, new: int) -> np.ndarray:
-    """Where the ``new`` output samples sit on the ``old`` input grid (float64).
-
-    Output sample ``j`` sits at input coordinate ``(j + 0.5) * old / new - 0.5``:
-    half-pixel centres, ``align_corners=False``. ``old == new`` gives ``0 .. new-1``
-    exactly.
-
-    Example:
-        >>> source_coordinates(2, 4)
-        array([-0.25,  0.25,  0.75,  1.25])
-    """
-    return (np.arange(new) + 0.5) * (old / new) - 0.5
 
 
 def _nearest(old: int, new: int) -> np.ndarray:

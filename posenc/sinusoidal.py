@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from posenc._checks import check_base, check_even_dim, check_hw, check_positive_int
-from posenc.learned import source_coordinates
+from posenc.positions import source_coordinates
 
 
 def sinusoidal_inv_freq(dim: int, base: float = 10000.0) -> np.ndarray:

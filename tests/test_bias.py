@@ -349,3 +349,22 @@ def test_the_smallest_lengths(face, q_len, k_len):
     for layer in (FACES[face].ALiBiBias(2), FACES[face].T5RelativeBias(2),
                   FACES[face].ALiBiBias(2, causal=False)):
         assert tuple(layer(q_len, k_len).shape) == (1, 2, q_len, k_len)
+
+
+def test_one_relative_position_map_serves_numpy_and_both_faces():
+    from functools import partial
+
+    from posenc import positions
+
+    expected = nb.relative_positions(3, 7)
+    np.testing.assert_array_equal(positions.relative_positions(3, 7), expected)
+    np.testing.assert_array_equal(
+        positions.relative_positions(3, 7, partial(torch.arange)).numpy(), expected)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(
+        positions.relative_positions(3, 7, partial(keras.ops.arange, dtype="int32"))), expected)
+    import posenc.keras.bias as keras_bias
+    import posenc.torch.bias as torch_bias
+
+    # the faces keep no copy of the map, nor of ALiBi's product
+    assert not hasattr(torch_bias, "_relative") and not hasattr(keras_bias, "_relative")
+    assert not hasattr(torch_bias, "_alibi")

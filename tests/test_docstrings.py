@@ -10,7 +10,7 @@ import pytest
 
 MODULES = [
     "posenc.sinusoidal", "posenc.learned", "posenc.regularization", "posenc.structured",
-    "posenc.bias", "posenc.shaw", "posenc.theory", "posenc.tasks",
+    "posenc.bias", "posenc.shaw", "posenc.theory", "posenc.tasks", "posenc.positions",
     "posenc.torch.sinusoidal", "posenc.torch.learned", "posenc.torch.regularization",
     "posenc.torch.structured", "posenc.torch.bias", "posenc.torch.shaw", "posenc.torch.tasks",
     "posenc.keras.sinusoidal", "posenc.keras.learned", "posenc.keras.regularization",

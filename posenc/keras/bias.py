@@ -17,6 +17,7 @@ PyTorch face mirrors this module name for name.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import keras
 import numpy as np
@@ -36,6 +37,7 @@ from posenc.bias import (
     check_window_lengths,
 )
 from posenc.keras._util import as_indices
+from posenc.positions import relative_positions
 from posenc.keras.learned import _as_table, resize_table_2d
 
 __all__ = [
@@ -53,12 +55,6 @@ __all__ = [
 def _lengths(q_len, k_len, what: str) -> tuple[int, int]:
     """``(q_len, k_len)`` checked, ``k_len`` defaulting to ``q_len``."""
     return check_lengths(q_len, q_len if k_len is None else k_len, what=what)
-
-
-def _relative(q_len: int, k_len: int):
-    """``j - i`` (int32) for the last ``q_len`` of ``k_len`` positions."""
-    keys = ops.arange(k_len, dtype="int32")
-    return keys - ops.expand_dims(ops.arange(k_len - q_len, k_len, dtype="int32"), -1)
 
 
 class _AttentionBias(keras.layers.Layer):
@@ -302,7 +298,8 @@ class T5RelativeBias(_AttentionBias):
                              num_buckets=self.num_buckets, max_distance=self.max_distance)
         table = ops.cast(self.relative_attention_bias, "float32")
         per_head = ops.transpose(ops.take(table, buckets, axis=0))   # (heads, q_len + k_len - 1)
-        return ops.expand_dims(ops.take(per_head, _relative(q_len, k_len) + span, axis=1), 0)
+        rel = relative_positions(q_len, k_len, partial(ops.arange, dtype="int32"))
+        return ops.expand_dims(ops.take(per_head, rel + span, axis=1), 0)
 
     def get_config(self):
         config = super().get_config()

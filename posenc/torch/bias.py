@@ -15,6 +15,7 @@ argument rules) are in ``posenc/bias.py``.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 from torch import nn
@@ -32,6 +33,7 @@ from posenc.bias import (
     check_window,
     check_window_lengths,
 )
+from posenc.positions import relative_positions
 from posenc.torch._util import as_indices, is_compiling
 from posenc.torch.learned import _as_table, resize_table_2d
 
@@ -50,12 +52,6 @@ __all__ = [
 def _lengths(q_len, k_len, what: str) -> tuple[int, int]:
     """``(q_len, k_len)`` checked, ``k_len`` defaulting to ``q_len``."""
     return check_lengths(q_len, q_len if k_len is None else k_len, what=what)
-
-
-def _relative(q_len: int, k_len: int, device=None) -> torch.Tensor:
-    """``j - i`` (int64) for the last ``q_len`` of ``k_len`` positions."""
-    keys = torch.arange(k_len, device=device)
-    return keys - torch.arange(k_len - q_len, k_len, device=device)[:, None]
 
 
 # --------------------------------------------------------------------------- ALiBi
@@ -83,15 +79,6 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
         Enables Input Length Extrapolation", ICLR 2022, section 3.
     """
     return torch.as_tensor(numpy_bias.alibi_slopes(num_heads), dtype=torch.float32)
-
-
-def _alibi(slopes: torch.Tensor, q_len: int, k_len: int, causal: bool) -> torch.Tensor:
-    """``(heads, q_len, k_len)`` float32: ``slope * (j - i)``, ``-inf`` or ``-|j - i|`` beyond."""
-    rel = _relative(q_len, k_len, slopes.device).float()
-    slopes = slopes.float()[:, None, None]
-    if not causal:
-        return slopes * -rel.abs()
-    return torch.where(rel > 0, float("-inf"), slopes * rel)
 
 
 def alibi_bias(num_heads: int, q_len: int, k_len: int, *, causal: bool = True) -> torch.Tensor:
@@ -127,11 +114,7 @@ def alibi_bias(num_heads: int, q_len: int, k_len: int, *, causal: bool = True) -
         Press et al., "Train Short, Test Long: Attention with Linear Biases
         Enables Input Length Extrapolation", ICLR 2022.
     """
-    what = "alibi_bias"
-    num_heads = check_num_heads(num_heads, what=what)
-    q_len, k_len = check_lengths(q_len, k_len, what=what)
-    causal = check_bool("causal", causal, what=what)
-    return _alibi(alibi_slopes(num_heads), q_len, k_len, causal)
+    return torch.as_tensor(numpy_bias.alibi_bias(num_heads, q_len, k_len, causal=causal))
 
 
 class ALiBiBias(nn.Module):
@@ -181,13 +164,19 @@ class ALiBiBias(nn.Module):
     def extra_repr(self) -> str:
         return f"num_heads={self.num_heads}, causal={self.causal}"
 
+    def _bias(self, q_len: int, k_len: int) -> torch.Tensor:
+        """:func:`posenc.bias.alibi_bias` on the module's device."""
+        return torch.as_tensor(numpy_bias.alibi_bias(self.num_heads, q_len, k_len,
+                                                     causal=self.causal),
+                               device=self.slopes.device)
+
     def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
         q_len, k_len = _lengths(q_len, k_len, type(self).__name__)
         if self._cache.shape[-1] < k_len or self._cache.dtype != torch.float32:
             if is_compiling():
-                return _alibi(self.slopes, q_len, k_len, self.causal)[None]
+                return self._bias(q_len, k_len)[None]
             size = max(16, 1 << (k_len - 1).bit_length())
-            self._cache = _alibi(self.slopes, size, size, self.causal)
+            self._cache = self._bias(size, size)
         return self._cache[None, :, k_len - q_len:k_len, :k_len]
 
 
@@ -304,7 +293,8 @@ class T5RelativeBias(nn.Module):
         buckets = t5_buckets(distances, bidirectional=self.bidirectional,
                              num_buckets=self.num_buckets, max_distance=self.max_distance)
         per_head = table.float()[buckets].T                  # (heads, q_len + k_len - 1)
-        return per_head[:, _relative(q_len, k_len, table.device) + span][None]
+        rel = relative_positions(q_len, k_len, partial(torch.arange, device=table.device))
+        return per_head[:, rel + span][None]
 
 
 # --------------------------------------------------------------------------- Swin
