@@ -39,6 +39,7 @@ __all__ = [
     "relative_positions",
     "alibi_bias",
     "t5_buckets",
+    "t5_bucket_map",
     "swin_relative_index",
     "swin_table_size",
     "TABLE_INIT_STD",
@@ -230,20 +231,49 @@ def t5_buckets(relative_position, *, bidirectional: bool = True, num_buckets: in
         bidirectional, num_buckets, max_distance, what="t5_buckets")
     rel = np.asarray(relative_position)
     check_integer_dtype("relative_position", str(rel.dtype), what="t5_buckets")
-    rel = rel.astype(np.int64)
-    buckets = np.zeros(rel.shape, np.int64)
+    return t5_bucket_map(rel.astype(np.int64), bidirectional=bidirectional,
+                         num_buckets=num_buckets, max_distance=max_distance, **NUMPY_OPS)
+
+
+def _numpy_cast(x, kind: str):
+    return x.astype(np.float32 if kind == "float" else np.int64)
+
+
+#: The ops :func:`t5_bucket_map` needs, for NumPy (the faces pass their own).
+NUMPY_OPS = {"log": np.log, "where": np.where, "minimum": np.minimum, "cast": _numpy_cast}
+
+
+def t5_bucket_map(rel, *, bidirectional: bool, num_buckets: int, max_distance: int,
+                  log, where, minimum, cast):
+    """T5's bucketing of checked arguments, written once for NumPy and both faces.
+
+    ``rel`` is an integer array or tensor of ``key_pos - query_pos``; the
+    framework's ops are passed in: ``log``, ``where(cond, a, b)``,
+    ``minimum(a, b)`` and ``cast(x, kind)``, which turns ``x`` into float32
+    (``kind="float"``) or into the face's index dtype (``kind="int"``).
+    Besides them only ``+``, ``-``, ``*``, ``//`` and comparisons are used. The
+    logarithm is taken in float32 with float32 constants, as T5 does, so every
+    framework gives T5's buckets. :func:`t5_buckets` checks its arguments and
+    calls this.
+
+    Example:
+        >>> t5_bucket_map(np.array([-20, 3]), bidirectional=True, num_buckets=32,
+        ...               max_distance=128, **NUMPY_OPS)
+        array([10, 19])
+    """
     if bidirectional:
         num_buckets //= 2
-        buckets += (rel > 0) * num_buckets
-        distance = np.abs(rel)
+        offset = cast(rel > 0, "int") * num_buckets          # keys after the query
+        distance = where(rel < 0, -rel, rel)
     else:
-        distance = -np.minimum(rel, 0)
+        offset = 0
+        distance = -minimum(rel, 0)                         # the future shares bucket 0
     max_exact = num_buckets // 2
-    scaled = (np.log(np.maximum(distance, 1).astype(np.float32) / np.float32(max_exact))
+    scaled = (log(cast(where(distance > 1, distance, 1), "float") / np.float32(max_exact))
               / np.float32(math.log(max_distance / max_exact))
               * np.float32(num_buckets - max_exact))
-    large = np.minimum(max_exact + scaled.astype(np.int64), num_buckets - 1)
-    return buckets + np.where(distance < max_exact, distance, large)
+    large = minimum(cast(scaled, "int") + max_exact, num_buckets - 1)
+    return offset + where(distance < max_exact, distance, large)
 
 
 def swin_relative_index(window_h: int, window_w: int) -> np.ndarray:

@@ -16,7 +16,6 @@ PyTorch face mirrors this module name for name.
 
 from __future__ import annotations
 
-import math
 from functools import partial
 
 import keras
@@ -190,6 +189,14 @@ class ALiBiBias(_AttentionBias):
 
 # --------------------------------------------------------------------------- T5
 
+def _cast(x, kind: str):
+    return ops.cast(x, "float32" if kind == "float" else "int32")
+
+
+#: The ops of :func:`posenc.bias.t5_bucket_map` in Keras.
+_OPS = {"log": ops.log, "where": ops.where, "minimum": ops.minimum, "cast": _cast}
+
+
 def t5_buckets(relative_position, *, bidirectional: bool = True, num_buckets: int = 32,
                max_distance: int = 128):
     """T5's bucket of each relative position ``key_pos - query_pos`` (int32, same shape).
@@ -223,19 +230,8 @@ def t5_buckets(relative_position, *, bidirectional: bool = True, num_buckets: in
     bidirectional, num_buckets, max_distance = check_t5_buckets(
         bidirectional, num_buckets, max_distance, what=what)
     rel = as_indices(relative_position, name="relative_position", what=what)
-    if bidirectional:
-        num_buckets //= 2
-        buckets = ops.cast(rel > 0, "int32") * num_buckets
-        distance = ops.abs(rel)
-    else:
-        buckets = ops.zeros_like(rel)
-        distance = -ops.minimum(rel, 0)
-    max_exact = num_buckets // 2
-    scaled = (ops.log(ops.cast(ops.maximum(distance, 1), "float32") / np.float32(max_exact))
-              / np.float32(math.log(max_distance / max_exact))
-              * np.float32(num_buckets - max_exact))
-    large = ops.minimum(max_exact + ops.cast(scaled, "int32"), num_buckets - 1)
-    return buckets + ops.where(distance < max_exact, distance, large)
+    return numpy_bias.t5_bucket_map(rel, bidirectional=bidirectional, num_buckets=num_buckets,
+                                    max_distance=max_distance, **_OPS)
 
 
 @keras.saving.register_keras_serializable(package="posenc")

@@ -14,7 +14,6 @@ argument rules) are in ``posenc/bias.py``.
 
 from __future__ import annotations
 
-import math
 from functools import partial
 
 import torch
@@ -182,6 +181,18 @@ class ALiBiBias(nn.Module):
 
 # --------------------------------------------------------------------------- T5
 
+def _cast(x, kind: str) -> torch.Tensor:
+    return x.float() if kind == "float" else x.long()
+
+
+def _minimum(x, bound: int) -> torch.Tensor:
+    return x.clamp(max=bound)
+
+
+#: The ops of :func:`posenc.bias.t5_bucket_map` in PyTorch.
+_OPS = {"log": torch.log, "where": torch.where, "minimum": _minimum, "cast": _cast}
+
+
 def t5_buckets(relative_position, *, bidirectional: bool = True, num_buckets: int = 32,
                max_distance: int = 128) -> torch.Tensor:
     """T5's bucket of each relative position ``key_pos - query_pos`` (int64, same shape).
@@ -214,19 +225,10 @@ def t5_buckets(relative_position, *, bidirectional: bool = True, num_buckets: in
     bidirectional, num_buckets, max_distance = check_t5_buckets(
         bidirectional, num_buckets, max_distance, what=what)
     rel = as_indices(relative_position, name="relative_position", what=what)
-    if bidirectional:
-        num_buckets //= 2
-        buckets = (rel > 0).long() * num_buckets
-        distance = rel.abs()
-    else:
-        buckets = torch.zeros_like(rel)
-        distance = -rel.clamp(max=0)
-    max_exact = num_buckets // 2
     with torch.autocast(device_type=rel.device.type, enabled=False):
-        scaled = (torch.log(distance.clamp(min=1).float() / max_exact)
-                  / math.log(max_distance / max_exact) * (num_buckets - max_exact))
-    large = (max_exact + scaled.long()).clamp(max=num_buckets - 1)
-    return buckets + torch.where(distance < max_exact, distance, large)
+        return numpy_bias.t5_bucket_map(rel, bidirectional=bidirectional,
+                                        num_buckets=num_buckets, max_distance=max_distance,
+                                        **_OPS)
 
 
 class T5RelativeBias(nn.Module):
