@@ -368,3 +368,12 @@ def test_one_relative_position_map_serves_numpy_and_both_faces():
     # the faces keep no copy of the map, nor of ALiBi's product
     assert not hasattr(torch_bias, "_relative") and not hasattr(keras_bias, "_relative")
     assert not hasattr(torch_bias, "_alibi")
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_bias_layers_expose_the_same_attributes_in_both_faces(face):
+    alibi = FACES[face].ALiBiBias(6)
+    np.testing.assert_array_equal(numpy(alibi.slopes), nb.alibi_slopes(6).astype(np.float32))
+    swin = FACES[face].SwinRelativeBias(2, (2, 3))
+    np.testing.assert_array_equal(numpy(swin.relative_position_index),
+                                  nb.swin_relative_index(2, 3))

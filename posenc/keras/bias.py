@@ -171,6 +171,7 @@ class ALiBiBias(_AttentionBias):
         what = "ALiBiBias"
         self.num_heads = check_num_heads(num_heads, what=what)
         self.causal = check_bool("causal", causal, what=what)
+        self.slopes = alibi_slopes(self.num_heads)
         self._cache = np.zeros((self.num_heads, 0, 0), np.float32)
         self.built = True
 
@@ -393,6 +394,10 @@ class SwinRelativeBias(_AttentionBias):
         relative_position_bias_table: ``((2H-1) * (2W-1), num_heads)``,
         initialised with a normal of std 0.02 truncated at 2 std (Swin).
 
+    Attributes:
+        relative_position_index: int32 ``(H*W, H*W)``, :func:`swin_relative_index`
+        (a constant, not saved).
+
     Example:
         >>> swin = SwinRelativeBias(3, 7)
         >>> tuple(swin(49).shape)
@@ -413,14 +418,14 @@ class SwinRelativeBias(_AttentionBias):
             name="relative_position_bias_table",
             shape=(numpy_bias.swin_table_size(*self.window_size), self.num_heads),
             initializer=keras.initializers.TruncatedNormal(stddev=TABLE_INIT_STD))
-        self._index = numpy_bias.swin_relative_index(*self.window_size).astype(np.int32)
+        self.relative_position_index = swin_relative_index(*self.window_size)
         self.built = True
 
     def call(self, q_len: int, k_len: int | None = None):
         check_window_lengths(q_len, q_len if k_len is None else k_len, self.window_size,
                              what=type(self).__name__)
         table = ops.cast(self.relative_position_bias_table, "float32")
-        bias = ops.take(table, ops.convert_to_tensor(self._index), axis=0)
+        bias = ops.take(table, self.relative_position_index, axis=0)
         return ops.expand_dims(ops.transpose(bias, (2, 0, 1)), 0)
 
     def resized(self, new_window, *, mode: str = "bicubic") -> "SwinRelativeBias":

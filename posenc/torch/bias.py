@@ -387,6 +387,10 @@ class SwinRelativeBias(nn.Module):
         relative_position_bias_table: ``((2H-1) * (2W-1), num_heads)``,
         initialised with a normal of std 0.02 truncated at 2 std (Swin).
 
+    Attributes:
+        relative_position_index: int64 ``(H*W, H*W)``, :func:`swin_relative_index`
+        (a constant, not saved).
+
     Example:
         >>> swin = SwinRelativeBias(3, 7)
         >>> swin(49).shape
