@@ -38,6 +38,7 @@ __all__ = [
     "alibi_slopes",
     "relative_positions",
     "alibi_bias",
+    "alibi_row",
     "t5_buckets",
     "t5_bucket_map",
     "swin_relative_index",
@@ -194,6 +195,25 @@ def alibi_bias(num_heads: int, q_len: int, k_len: int, *, causal: bool = True) -
     if not causal:
         return slopes * -np.abs(rel).astype(np.float32)
     return np.where(rel > 0, np.float32(-np.inf), slopes * rel.astype(np.float32))
+
+
+def alibi_row(num_heads: int, size: int, *, causal: bool = True) -> np.ndarray:
+    """ALiBi's bias of every offset ``j - i`` from ``-(size - 1)`` to ``size - 1``:
+    ``(num_heads, 2 * size - 1)`` float32.
+
+    The bias depends on ``j - i`` only, so this one row per head holds every
+    ``(q_len, k_len)`` block with ``k_len <= size``:
+    ``alibi_bias(h, q_len, k_len)[:, r, j] == alibi_row(h, size)[:, j - i + size - 1]``
+    (``i = k_len - q_len + r``), bit for bit, since the entries are
+    :func:`alibi_bias`'s own. The layers cache it instead of a square.
+
+    Example:
+        >>> alibi_row(1, 2)
+        array([[-0.00390625,  0.        ,        -inf]], dtype=float32)
+    """
+    past = alibi_bias(num_heads, 1, size, causal=causal)[:, 0]     # offsets -(size-1) .. 0
+    future = np.full_like(past[:, 1:], -np.inf) if causal else past[:, -2::-1]
+    return np.concatenate((past, future), axis=1)
 
 
 def t5_buckets(relative_position, *, bidirectional: bool = True, num_buckets: int = 32,

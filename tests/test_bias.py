@@ -94,7 +94,7 @@ def test_alibi_module_caches_grows_and_slices(face):
     np.testing.assert_array_equal(first[0], nb.alibi_bias(3, 2, 5))
     assert tuple(alibi(0, 4).shape) == (1, 3, 0, 4)
     cache = alibi._cache
-    assert tuple(cache.shape) == (3, 128, 128)     # the next power of two
+    assert tuple(cache.shape) == (3, 2 * 128 - 1)  # every offset up to the next power of two
     if face == "torch":
         assert set(alibi.state_dict()) == set()     # the cache is not saved
 
@@ -377,3 +377,22 @@ def test_bias_layers_expose_the_same_attributes_in_both_faces(face):
     swin = FACES[face].SwinRelativeBias(2, (2, 3))
     np.testing.assert_array_equal(numpy(swin.relative_position_index),
                                   nb.swin_relative_index(2, 3))
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_alibi_module_caches_no_square_for_one_decoding_query(face):
+    # 8 heads, 1,000 keys: a square cache would hold 8 * 1024 * 1024 numbers (8 GiB at
+    # 10,000 keys); one row per head of the 2 * 1024 - 1 offsets is all the bias needs
+    alibi = FACES[face].ALiBiBias(8)
+    np.testing.assert_array_equal(numpy(alibi(1, 1000))[0], nb.alibi_bias(8, 1, 1000))
+    if face == "torch":
+        held = sum(b.numel() for b in alibi.buffers())
+    else:
+        held = sum(v.size for v in vars(alibi).values() if isinstance(v, np.ndarray))
+    assert held <= 8 * 2 * 1024 + 8
+    for causal in (True, False):                  # every block of a warm cache is exact
+        alibi = FACES[face].ALiBiBias(3, causal=causal)
+        alibi(40)
+        for q_len, k_len in [(1, 40), (5, 17), (17, 17), (0, 3)]:
+            np.testing.assert_array_equal(numpy(alibi(q_len, k_len))[0],
+                                          nb.alibi_bias(3, q_len, k_len, causal=causal))

@@ -134,12 +134,15 @@ def alibi_bias(num_heads: int, q_len: int, k_len: int, *, causal: bool = True):
 class ALiBiBias(_AttentionBias):
     """ALiBi as a layer: the bias of :func:`alibi_bias`, cached and sliced.
 
-    No weights: the slopes are fixed. The layer keeps the square bias of the
-    longest length it has seen (rounded up to a power of two, at least 16) as
-    a NumPy array, and slices the ``(q_len, k_len)`` block it is asked for:
-    the rows of the last ``q_len`` positions and the first ``k_len`` columns.
-    The block enters the graph as a constant, so the layer works eagerly,
-    inside ``tf.function`` and under ``jit_compile``.
+    No weights: the slopes are fixed (the ``slopes`` attribute). The bias
+    depends on ``j - i`` only, so the layer caches one row per head as a NumPy
+    array, the bias of every offset up to the longest length ``S`` it has
+    seen (rounded up to a power of two, at least 16;
+    :func:`posenc.bias.alibi_row`, ``(num_heads, 2S - 1)``), and gathers the
+    ``(q_len, k_len)`` block it is asked for from it: one decoding query costs
+    ``num_heads * k_len`` numbers, never a square. The block enters the graph
+    as a constant, so the layer works eagerly, inside ``tf.function`` and
+    under ``jit_compile``.
 
     Args:
         num_heads: positive int.
@@ -172,15 +175,17 @@ class ALiBiBias(_AttentionBias):
         self.num_heads = check_num_heads(num_heads, what=what)
         self.causal = check_bool("causal", causal, what=what)
         self.slopes = alibi_slopes(self.num_heads)
-        self._cache = np.zeros((self.num_heads, 0, 0), np.float32)
+        self._cache = np.zeros((self.num_heads, 0), np.float32)
         self.built = True
 
     def call(self, q_len: int, k_len: int | None = None):
         q_len, k_len = _lengths(q_len, k_len, type(self).__name__)
-        if self._cache.shape[-1] < k_len:
+        size = (self._cache.shape[-1] + 1) // 2                  # offsets -(size-1) .. size-1
+        if size < k_len:
             size = max(16, 1 << (k_len - 1).bit_length())
-            self._cache = numpy_bias.alibi_bias(self.num_heads, size, size, causal=self.causal)
-        return ops.convert_to_tensor(self._cache[None, :, k_len - q_len:k_len, :k_len])
+            self._cache = numpy_bias.alibi_row(self.num_heads, size, causal=self.causal)
+        block = self._cache[:, relative_positions(q_len, k_len) + (size - 1)]
+        return ops.convert_to_tensor(block[None])
 
     def get_config(self):
         config = super().get_config()

@@ -119,14 +119,16 @@ def alibi_bias(num_heads: int, q_len: int, k_len: int, *, causal: bool = True) -
 class ALiBiBias(nn.Module):
     """ALiBi as a module: the bias of :func:`alibi_bias`, cached and sliced.
 
-    No parameters: the slopes are fixed. The module keeps the square bias of
-    the longest length it has seen (rounded up to a power of two, at least
-    16) and slices the ``(q_len, k_len)`` block it is asked for: the rows of
-    the last ``q_len`` positions and the first ``k_len`` columns. The cache
-    is float32 (rebuilt if the module is cast to another dtype) and not
-    saved in the state dict; it grows only in eager mode (under
-    ``torch.compile`` a call longer than the cache computes its bias
-    directly).
+    No parameters: the slopes are fixed (the ``slopes`` buffer). The bias
+    depends on ``j - i`` only, so the module caches one row per head, the
+    bias of every offset up to the longest length ``S`` it has seen (rounded
+    up to a power of two, at least 16; :func:`posenc.bias.alibi_row`,
+    ``(num_heads, 2S - 1)``), and gathers the ``(q_len, k_len)`` block it is
+    asked for from it: one decoding query costs ``num_heads * k_len``
+    numbers, never a square. The cache is float32 (rebuilt if the module is
+    cast to another dtype) and not saved in the state dict; it grows only in
+    eager mode (under ``torch.compile`` a call longer than the cache computes
+    its bias directly).
 
     Args:
         num_heads: positive int.
@@ -158,7 +160,7 @@ class ALiBiBias(nn.Module):
         self.num_heads = check_num_heads(num_heads, what=what)
         self.causal = check_bool("causal", causal, what=what)
         self.register_buffer("slopes", alibi_slopes(self.num_heads), persistent=False)
-        self.register_buffer("_cache", torch.empty(self.num_heads, 0, 0), persistent=False)
+        self.register_buffer("_cache", torch.empty(self.num_heads, 0), persistent=False)
 
     def extra_repr(self) -> str:
         return f"num_heads={self.num_heads}, causal={self.causal}"
@@ -171,12 +173,16 @@ class ALiBiBias(nn.Module):
 
     def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
         q_len, k_len = _lengths(q_len, k_len, type(self).__name__)
-        if self._cache.shape[-1] < k_len or self._cache.dtype != torch.float32:
+        size = (self._cache.shape[-1] + 1) // 2                  # offsets -(size-1) .. size-1
+        if size < k_len or self._cache.dtype != torch.float32:
             if is_compiling():
                 return self._bias(q_len, k_len)[None]
             size = max(16, 1 << (k_len - 1).bit_length())
-            self._cache = self._bias(size, size)
-        return self._cache[None, :, k_len - q_len:k_len, :k_len]
+            self._cache = torch.as_tensor(
+                numpy_bias.alibi_row(self.num_heads, size, causal=self.causal),
+                device=self.slopes.device)
+        rel = relative_positions(q_len, k_len, partial(torch.arange, device=self._cache.device))
+        return self._cache[:, rel + (size - 1)][None]
 
 
 # --------------------------------------------------------------------------- T5
