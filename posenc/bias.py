@@ -130,15 +130,19 @@ def alibi_slopes(num_heads: int) -> np.ndarray:
 
     For ``n`` a power of two the slopes are the geometric sequence
     ``2^(-8/n), 2^(-16/n), ..., 2^-8``: eight heads get ``1/2, 1/4, ..., 1/256``.
-    Otherwise the paper's recipe: the slopes of the closest lower power of two
-    ``m``, then every other slope of ``2m`` (its odd-numbered ones, which lie
-    between the first ones) until there are ``n``.
+    Otherwise the recipe of the authors' code (the paper trains only powers of
+    two): the slopes of the closest lower power of two ``m``, then, appended,
+    every other slope of ``2m`` (its first, third, ...) until there are ``n``.
+    The first appended slope is steeper than every one before it and the
+    others lie halfway (in the logarithm) between consecutive first ones, so
+    the slopes do not decrease: head ``m`` (counting from 0) is the steepest.
 
     Args:
         num_heads: positive int.
 
     Returns:
-        float64 NumPy array of shape ``(num_heads,)``, decreasing.
+        float64 NumPy array of shape ``(num_heads,)``; decreasing only when
+        ``num_heads`` is a power of two.
 
     Example:
         >>> alibi_slopes(4)

@@ -85,15 +85,22 @@ def layout_permutation(dim: int, *, src: str = "interleaved", dst: str = "concat
 
     Returns:
         int64 array ``perm`` of shape ``(dim,)`` with
-        ``encoding_dst == encoding_src[..., perm]``. It also converts the input
-        columns of a weight that reads the encoding:
-        ``W_dst = W_src[:, inverse]`` with ``inverse = np.argsort(perm)``.
+        ``encoding_dst == encoding_src[..., perm]``. The same ``perm`` converts
+        a weight that reads the encoding, so that it computes the same output
+        from the other layout: ``W_dst = W_src[:, perm]`` for a PyTorch
+        ``(out, in)`` weight, ``kernel_dst = kernel_src[perm]`` for a Keras
+        ``(in, out)`` kernel. ``np.argsort(perm)`` is the permutation back.
 
     Example:
         >>> layout_permutation(6)
         array([0, 2, 4, 1, 3, 5])
         >>> layout_permutation(6, src="concat", dst="interleaved")
         array([0, 3, 1, 4, 2, 5])
+        >>> rng = np.random.default_rng(0)
+        >>> x_src, w_src = rng.normal(size=(3, 6)), rng.normal(size=(4, 6))  # w: (out, in)
+        >>> perm = layout_permutation(6)
+        >>> bool(np.allclose(x_src[:, perm] @ w_src[:, perm].T, x_src @ w_src.T))
+        True
     """
     dim = check_even_dim(dim)
     check_layout(src)

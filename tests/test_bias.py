@@ -396,3 +396,12 @@ def test_alibi_module_caches_no_square_for_one_decoding_query(face):
         for q_len, k_len in [(1, 40), (5, 17), (17, 17), (0, 3)]:
             np.testing.assert_array_equal(numpy(alibi(q_len, k_len))[0],
                                           nb.alibi_bias(3, q_len, k_len, causal=causal))
+
+
+def test_alibi_slopes_docstring_says_decreasing_only_for_powers_of_two():
+    for n in range(1, 33):
+        decreasing = bool(np.all(np.diff(nb.alibi_slopes(n)) < 0))
+        assert decreasing == (n & (n - 1) == 0), n
+    assert nb.alibi_slopes(6)[4] > nb.alibi_slopes(6)[0]     # the first appended is steepest
+    returns = nb.alibi_slopes.__doc__.split("Returns:")[1].split("Example")[0]
+    assert "decreasing only when" in returns and "power of two" in returns

@@ -73,9 +73,9 @@ def alibi_slopes(num_heads: int):
     """ALiBi's per-head slopes (Press et al.), float32 ``(num_heads,)``.
 
     The geometric sequence ``2^(-8/n), 2^(-16/n), ..., 2^-8`` for a power of
-    two ``n``; otherwise the paper's recipe (the slopes of the closest lower
-    power of two, then every other slope of the next one). See
-    :func:`posenc.bias.alibi_slopes`.
+    two ``n``; otherwise the recipe of the authors' code (the slopes of the
+    closest lower power of two, then, appended, every other slope of the next
+    one, so the slopes no longer decrease). See :func:`posenc.bias.alibi_slopes`.
 
     Args:
         num_heads: positive int.
