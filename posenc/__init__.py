@@ -9,8 +9,10 @@ One family of encodings, one name, three places: ``posenc/<family>.py`` holds
 the family's framework-free part (NumPy formulas, index maps, registries of
 variants), ``posenc/torch/<family>.py`` and ``posenc/keras/<family>.py`` its
 two faces. The families are :mod:`posenc.sinusoidal`, :mod:`posenc.learned`,
-:mod:`posenc.regularization` and :mod:`posenc.structured`; every argument
-check is in ``posenc/_checks.py``. Also here: :func:`posenc.pick_device`,
+:mod:`posenc.regularization`, :mod:`posenc.time`, :mod:`posenc.trees`,
+:mod:`posenc.modalities`, :mod:`posenc.graphs`, :mod:`posenc.bias`, :mod:`posenc.shaw`,
+:mod:`posenc.rotary` and :mod:`posenc.attention`; the index maps several families share
+are in :mod:`posenc.positions`, the shared argument checks in ``posenc/_checks.py``. Also here: :func:`posenc.pick_device`,
 :mod:`posenc.theory`, :mod:`posenc.interop`, :mod:`posenc.plotting` and
 :mod:`posenc.diagnostics`.
 """

@@ -10,7 +10,7 @@ Python values (shapes, dtype names, a minimum and a maximum read from a
 tensor), never tensors, so that no framework is needed here and both faces
 pass the same numbers to the same function.
 
-Data-dependent checks (:func:`check_index_range`, ``posenc.structured.check_paths_values``)
+Data-dependent checks (:func:`check_index_range`, ``posenc.trees.check_paths_values``)
 are called by the faces only where the policy of :mod:`posenc` allows reading
 values back (see the API reference, "Checks that read the data").
 """

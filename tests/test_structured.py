@@ -466,7 +466,7 @@ def test_per_token_arguments_must_match_x(case):
 # --------------------------------------------------------------------------- the registry of modes
 
 def test_multimodal_modes_come_from_one_registry(monkeypatch):
-    from posenc.structured import MULTIMODAL_MODES, MultimodalMode
+    from posenc.modalities import MULTIMODAL_MODES, MultimodalMode
 
     for face in FACES:
         for mode, spec in MULTIMODAL_MODES.items():

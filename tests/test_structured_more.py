@@ -12,9 +12,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import posenc.keras.structured as ks
-import posenc.structured as sc
-import posenc.torch.structured as ts
+import posenc.graphs as sc
+import posenc.keras as ks
+import posenc.torch as ts
 from faces import dtype_name, np32, numpy, tensor
 import reference as ref
 
