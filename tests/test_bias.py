@@ -405,3 +405,28 @@ def test_alibi_slopes_docstring_says_decreasing_only_for_powers_of_two():
     assert nb.alibi_slopes(6)[4] > nb.alibi_slopes(6)[0]     # the first appended is steepest
     returns = nb.alibi_slopes.__doc__.split("Returns:")[1].split("Example")[0]
     assert "decreasing only when" in returns and "power of two" in returns
+
+
+def bf16_alibi_gap(face, bias_fn, num_heads=8, q_len=64, k_len=4096):
+    """Mean total variation between attention rows whose scores and bias are added in
+    bfloat16 (as a bfloat16 model adds them) and the float32 rows of ALiBi's bias.
+
+    ``bias_fn(num_heads, q_len, k_len)`` is a face's ALiBi bias ``(heads, q_len, k_len)``; the
+    queries are the last ``q_len`` of ``k_len`` positions (a long context)."""
+    def softmax(s):
+        e = np.exp(s - s.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    scores = np.random.default_rng(0).normal(size=(num_heads, q_len, k_len)).astype(np.float32)
+    want = softmax(scores.astype(np.float64) + nb.alibi_bias(num_heads, q_len, k_len))
+    bias = bias_fn(num_heads, q_len, k_len)
+    if face == "torch":
+        low = tensor(face, scores, "bfloat16") + bias.to(torch.bfloat16)
+    else:
+        low = tensor(face, scores, "bfloat16") + keras.ops.cast(bias, "bfloat16")
+    return float(0.5 * np.abs(softmax(numpy(low)) - want).sum(-1).mean())
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_alibi_bias_added_in_bfloat16_keeps_the_attention_of_float32(face):
+    assert bf16_alibi_gap(face, FACES[face].alibi_bias) < 0.01
