@@ -14,7 +14,6 @@ The PyTorch face mirrors this module name for name.
 from __future__ import annotations
 
 import keras
-import numpy as np
 from keras import ops
 
 from posenc._checks import (
