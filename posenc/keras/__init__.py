@@ -50,8 +50,8 @@ faces ``posenc/torch/<family>.py`` and ``posenc/keras/<family>.py``.
 * ``_util.py``: :class:`AdditiveEncoding`, the base of every class above that
   adds an encoding to token embeddings, and the tensor helpers.
 
-Every argument check is in ``posenc/_checks.py``, so both faces raise the same
-errors. Checks that read values out of a tensor (an index past a table's end)
+Every argument check is framework-free (a family's rules in ``posenc/<family>.py``, the
+shared ones in ``posenc/_checks.py``), so both faces raise the same errors. Checks that read values out of a tensor (an index past a table's end)
 run only on eager CPU tensors, in both faces: see "Checks that read the data"
 in the API reference.
 
