@@ -8,17 +8,20 @@
 One family of encodings, one name, three places: ``posenc/<family>.py`` holds
 the family's framework-free part (NumPy formulas, index maps, registries of
 variants), ``posenc/torch/<family>.py`` and ``posenc/keras/<family>.py`` its
-two faces. The families of encodings are :mod:`posenc.sinusoidal`,
-:mod:`posenc.learned`, :mod:`posenc.regularization`, :mod:`posenc.structured`
-(times, trees, modalities and graphs), :mod:`posenc.bias` (ALiBi, T5, Swin),
-:mod:`posenc.shaw` and :mod:`posenc.rotary`; :mod:`posenc.attention` is the
-attention and the Transformer they plug into. Laid out the same way (a core
-and two faces) are the tools around them: :mod:`posenc.diagnostics` (looking
-inside a model), :mod:`posenc.tasks` (a task that needs positions) and
-:mod:`posenc.bugs` (known mistakes, kept for teaching). Framework-free only:
-:mod:`posenc.theory`, :mod:`posenc.interop` (weights from one face to the
-other), :mod:`posenc.plotting`, :mod:`posenc.experiments` (the lab) and
-:func:`posenc.pick_device`. Every argument check is in ``posenc/_checks.py``.
+two faces. The families of encodings are :mod:`posenc.sinusoidal` (with DETR's
+coordinates), :mod:`posenc.learned`, :mod:`posenc.regularization`,
+:mod:`posenc.time`, :mod:`posenc.trees`, :mod:`posenc.modalities`,
+:mod:`posenc.graphs`, :mod:`posenc.bias` (ALiBi, T5, Swin), :mod:`posenc.shaw`
+and :mod:`posenc.rotary`; :mod:`posenc.attention` is the attention and the
+Transformer they plug into. Laid out the same way (a core and two faces) are the
+tools around them: :mod:`posenc.diagnostics` (looking inside a model),
+:mod:`posenc.tasks` (a task that needs positions) and :mod:`posenc.bugs` (known
+mistakes, kept for teaching). Framework-free only: :mod:`posenc.positions` (the
+index maps several families share), :mod:`posenc.theory`, :mod:`posenc.interop`
+(weights from one face to the other), :mod:`posenc.plotting`,
+:mod:`posenc.experiments` (the lab) and :func:`posenc.pick_device`. Each family's
+argument rules live beside its registry in its own module; ``posenc/_checks.py``
+holds the message builder and the checks several families share.
 """
 
 from posenc.sinusoidal import sinusoidal_inv_freq, wavelengths

@@ -10,7 +10,7 @@ Python values (shapes, dtype names, a minimum and a maximum read from a
 tensor), never tensors, so that no framework is needed here and both faces
 pass the same numbers to the same function.
 
-Data-dependent checks (:func:`check_index_range`, :func:`check_paths_values`)
+Data-dependent checks (:func:`check_index_range`, ``posenc.trees.check_paths_values``)
 are called by the faces only where the policy of :mod:`posenc` allows reading
 values back (see the API reference, "Checks that read the data").
 """
@@ -268,174 +268,7 @@ def check_rate(name: str, value, *, what: str = "") -> float:
                        fix="use a small value such as 0.1, or 0 to switch it off")
 
 
-# --------------------------------------------------------------------------- structured positions
-
-
-def check_time_scale(time_scale, *, what: str = "") -> float:
-    """The unit of time, a finite number greater than 0."""
-    return check_float("time_scale", time_scale, above=0.0,
-                       meaning="timestamps are divided by it", what=what,
-                       fix="use the typical gap between events, or 1.0 to use the timestamps "
-                           "as they are")
-
-
-def _block_width(dim: int, blocks: int, name: str, unit: str, *, what: str) -> int:
-    """Channels per block, ``dim // blocks``, when ``blocks`` sinusoids are concatenated:
-    ``dim`` must be a multiple of ``2 * blocks``."""
-    step = 2 * blocks
-    if dim % step:
-        lower, upper = dim - dim % step, dim - dim % step + step
-        hint = f"dim={upper}" + (f" or dim={lower}" if lower else "")
-        reason = (f"{dim} is not divisible by {name}={blocks}" if dim % blocks
-                  else f"dim // {name} = {dim // blocks} is odd")
-        raise _error(what, f"each of the {name}={blocks} {unit} gets dim // {name} "
-                           f"channels of sine/cosine pairs, so dim must be a multiple of "
-                           f"2 * {name} = {step}; got dim={dim} ({reason})", f"use {hint}")
-    return dim // blocks
-
-
-def check_level_width(dim, max_depth, *, what: str = "") -> int:
-    """Channels per tree level, ``dim // max_depth``; it must be even."""
-    dim = check_positive_int("dim", dim, what=what)
-    max_depth = check_positive_int("max_depth", max_depth, what=what)
-    return _block_width(dim, max_depth, "max_depth", "levels", what=what)
-
-
-def check_paths_depth(shape, max_depth: int, *, what: str = "") -> None:
-    """The last axis of ``paths`` holds one child index per level."""
-    shape = tuple(shape)
-    if len(shape) < 1 or (shape[-1] is not None and shape[-1] != max_depth):
-        got = shape[-1] if shape else None
-        if got is not None and got > max_depth:
-            fix = f"build it with max_depth={got} for trees this deep"
-        else:
-            fix = f"pad every path with -1 up to max_depth={max_depth} levels"
-        raise _error(what, f"paths must have shape (..., max_depth) with max_depth={max_depth}, "
-                           f"got paths.shape={shape}", fix)
-
-
-def check_paths_values(lowest: int, highest: int, gap: bool, *, max_children: int | None = None,
-                       what: str = "") -> None:
-    """Child indices are ``>= 0``; ``-1`` pads the levels below a node's depth."""
-    if lowest < -1:
-        raise _error(what, f"paths hold child indices >= 0, padded with -1 below the node's "
-                           f"depth, got the value {lowest}",
-                     "use -1 for every level deeper than the node")
-    if gap:
-        raise _error(what, "a path has a child index after a -1 (e.g. [2, -1, 0]); -1 marks "
-                           "the levels below the node, so it may only follow the node's last "
-                           "level, as in [2, 0, -1]")
-    if max_children is not None and highest >= max_children:
-        raise _error(what, f"child index {highest} is out of range for "
-                           f"max_children={max_children} (indices 0 .. {max_children - 1})",
-                     f"build it with max_children={highest + 1} or more")
-
-
-def check_coordinates(shape, *, what: str = "") -> int:
-    """``coords`` are ``(..., k)`` with ``k >= 1`` coordinates on the last axis; returns ``k``."""
-    shape = tuple(shape)
-    if len(shape) < 1:
-        raise _error(what, "coords must be (..., k), got a scalar",
-                     "use coords[..., None] for a single coordinate")
-    if shape[-1] is None or shape[-1] < 1:
-        raise _error(what, f"coords must be (..., k) with at least one coordinate on the last "
-                           f"axis, got coords.shape={shape}",
-                     "pass e.g. (y, x) pairs or (x, y, w, h) boxes")
-    return int(shape[-1])
-
-
-def check_coordinate_width(dim, num_coords: int, *, what: str = "") -> int:
-    """Channels per coordinate, ``dim // k``; it must be even."""
-    dim = check_positive_int("dim", dim, what=what)
-    return _block_width(dim, num_coords, "k", "coordinates", what=what)
-
-
-def check_coordinate_scale(scale, num_coords: int, *, what: str = "") -> tuple[float, ...]:
-    """One finite factor ``> 0`` per coordinate (a single number is used for all)."""
-    values = list(scale) if isinstance(scale, (list, tuple)) else [scale]
-    if len(values) == 1:
-        values = values * num_coords
-    if len(values) != num_coords:
-        raise _error(what, f"scale must be one number or one per coordinate, got "
-                           f"{len(values)} values for k={num_coords} coordinates "
-                           f"(scale={scale!r})",
-                     f"pass a single number or a sequence of {num_coords}")
-    return tuple(check_float("scale", v, above=0.0, meaning="coordinates are multiplied by it",
-                             what=what,
-                             fix="use 2 * pi for coordinates normalised to [0, 1] (DETR), or "
-                                 "1 / unit for coordinates in a unit such as seconds or pixels")
-                 for v in values)
-
-
-def check_adjacency(adjacency, *, what: str = ""):
-    """A graph's ``(nodes, nodes)`` adjacency (a NumPy array or nested lists): numbers, finite,
-    non-negative, symmetric. Returns it as a float64 array, symmetrised exactly."""
-    import numpy as np
-
-    a = np.asarray(adjacency)
-    if a.dtype == bool:
-        a = a.astype(np.float64)
-    if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
-        raise _error(what, f"adjacency must hold numbers (0/1 or edge weights), got dtype "
-                           f"{a.dtype}")
-    a = a.astype(np.float64)
-    if a.ndim != 2 or a.shape[0] != a.shape[1] or a.shape[0] == 0:
-        raise _error(what, f"adjacency must be a square (nodes, nodes) matrix, got "
-                           f"adjacency.shape={a.shape}",
-                     "pass the n x n adjacency (or weight) matrix of the graph")
-    if not np.all(np.isfinite(a)):
-        raise _error(what, "adjacency must be finite, got a NaN or infinite weight")
-    if np.any(a < 0):
-        i, j = (int(v) for v in np.argwhere(a < 0)[0])
-        raise _error(what, f"adjacency must hold non-negative edge weights, got "
-                           f"adjacency[{i}, {j}]={float(a[i, j])!r}",
-                     "use 0 for no edge and a positive weight for an edge")
-    close = np.isclose(a, a.T, rtol=1e-6, atol=1e-9)
-    if not np.all(close):
-        i, j = (int(v) for v in np.argwhere(~close)[0])
-        raise _error(what, f"adjacency must be symmetric (an undirected graph), got "
-                           f"adjacency[{i}, {j}]={float(a[i, j])!r} but "
-                           f"adjacency[{j}, {i}]={float(a[j, i])!r}",
-                     "use np.maximum(A, A.T) or (A + A.T) / 2 for the undirected graph")
-    return (a + a.T) / 2.0
-
-
-def check_eigenvector_count(k: int, nodes: int, *, components: int | None = None,
-                            what: str = "") -> None:
-    """``k`` non-trivial eigenvectors exist: ``k <= nodes - components`` (one trivial
-    eigenvector per connected component; ``None``: not known yet, at least one)."""
-    if nodes < 2:
-        raise _error(what, "adjacency has a single node, whose only eigenvector is the trivial "
-                           "one", "Laplacian positions need a graph of at least 2 nodes")
-    if k > nodes - 1:
-        raise _error(what, f"k={k} is too large for a graph of {nodes} nodes: it has {nodes} "
-                           "eigenvectors, one of them trivial", f"use k <= {nodes - 1}")
-    if components is not None and k > nodes - components:
-        raise _error(what, f"k={k} exceeds the {nodes - components} non-trivial eigenvectors "
-                           f"of this graph ({nodes} nodes, {components} connected components, "
-                           "each with a trivial eigenvector)",
-                     f"use k <= {nodes - components}, or connect the graph")
-
-
-def check_eigenvectors_shape(shape, k: int, *, what: str = "") -> None:
-    """``eigenvectors`` are ``(..., nodes, k)``: one row of ``k`` entries per node."""
-    shape = tuple(shape)
-    if len(shape) < 2 or (shape[-1] is not None and shape[-1] != k):
-        raise _error(what, f"eigenvectors must have shape (nodes, k) or (batch, nodes, k) with "
-                           f"k={k}, got eigenvectors.shape={shape}",
-                     f"pass laplacian_positions(adjacency, {k}) or build the encoding with "
-                     "the k you computed")
-
-
-# --------------------------------------------------------------------------- theory, plots, interop
-
-
-def check_finite(name: str, values, *, what: str = "") -> None:
-    """Every number of ``values`` (a float64 array) is finite."""
-    import numpy as np
-
-    if not np.all(np.isfinite(values)):
-        raise _error(what, f"{name} must be finite, got {name}={values!r}")
+# --------------------------------------------------------------------------- interop
 
 
 def check_weight_names(src_names, dst_names, src_keys, dst_keys, *, what: str = "") -> None:
@@ -500,15 +333,6 @@ def check_lr(lr, *, what: str = "") -> float:
                        fix="Adam's usual range is 1e-4 .. 1e-2")
 
 
-# --------------------------------------------------------------------------- attention biases
-
-
-def check_num_heads(num_heads, *, what: str = "") -> int:
-    """The number of attention heads, a positive integer."""
-    return check_positive_int("num_heads", num_heads, what=what,
-                              fix="pass the attention layer's head count, e.g. num_heads=8")
-
-
 # --------------------------------------------------------------------------- relative attention
 
 
@@ -530,70 +354,6 @@ def check_lengths(q_len, k_len, *, what: str = "") -> tuple[int, int]:
                            f"k_len key positions), got q_len={q_len}, k_len={k_len}",
                      f"pass k_len >= {q_len}: the cached keys plus the new ones")
     return q_len, k_len
-
-
-def check_t5_buckets(bidirectional, num_buckets, max_distance, *,
-                     what: str = "") -> tuple[bool, int, int]:
-    """T5's bucketing: an even ``num_buckets`` when bidirectional (half for each direction),
-    at least two buckets per direction, and a ``max_distance`` beyond the exact ones."""
-    bidirectional = check_bool("bidirectional", bidirectional, what=what)
-    num_buckets = check_positive_int("num_buckets", num_buckets, what=what,
-                                     fix="T5 uses num_buckets=32")
-    if bidirectional and num_buckets % 2:
-        raise _error(what, f"num_buckets must be even when bidirectional=True (half of the "
-                           f"buckets for each direction), got num_buckets={num_buckets}",
-                     f"use num_buckets={num_buckets + 1} or {num_buckets - 1}, or "
-                     "bidirectional=False for a decoder")
-    per_direction = num_buckets // 2 if bidirectional else num_buckets
-    if per_direction < 2:
-        least = 4 if bidirectional else 2
-        raise _error(what, f"num_buckets must be at least {least} (bidirectional="
-                           f"{bidirectional}: an exact and a logarithmic bucket per direction), "
-                           f"got num_buckets={num_buckets}", "T5 uses num_buckets=32")
-    max_exact = per_direction // 2
-    if (isinstance(max_distance, bool) or not isinstance(max_distance, numbers.Integral)
-            or max_distance <= max_exact):
-        raise _error(what, f"max_distance must be an integer greater than the {max_exact} "
-                           f"exact distances (num_buckets={num_buckets}, bidirectional="
-                           f"{bidirectional}), got max_distance={max_distance!r}",
-                     f"T5 uses max_distance=128; any value above {max_exact} works")
-    return bidirectional, num_buckets, int(max_distance)
-
-
-def check_window(window_size, *, name: str = "window_size", what: str = "") -> tuple[int, int]:
-    """A window: a positive int ``n`` (an ``n x n`` window) or a ``(height, width)`` pair."""
-    pair = window_size
-    if isinstance(window_size, numbers.Integral) and not isinstance(window_size, bool):
-        pair = (window_size, window_size)
-    ok = (isinstance(pair, (tuple, list)) and len(pair) == 2
-          and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v > 0
-                  for v in pair))
-    if not ok:
-        raise _error(what, f"{name} must be a positive integer or a (height, width) pair of "
-                           f"positive integers, got {name}={window_size!r}",
-                     "a window holds at least one patch; Swin uses 7")
-    return int(pair[0]), int(pair[1])
-
-
-def check_window_lengths(q_len, k_len, window_hw, *, what: str = "") -> None:
-    """A window's bias is ``(H*W, H*W)``: ``q_len`` and ``k_len`` must both be ``H*W``."""
-    size = window_hw[0] * window_hw[1]
-    if q_len != size or k_len != size:
-        raise _error(what, f"q_len and k_len must both be window_h * window_w = {size} (window "
-                           f"{window_hw[0]}x{window_hw[1]}), got q_len={q_len!r}, "
-                           f"k_len={k_len!r}",
-                     f"pass q_len={size}, or build the layer for your window (resize a trained "
-                     "table with .resized(new_window))")
-
-
-def check_swin_table(shape, window_hw, *, what: str = "") -> None:
-    """A Swin bias table is ``((2H-1) * (2W-1), num_heads)`` for an ``H x W`` window."""
-    rows = (2 * window_hw[0] - 1) * (2 * window_hw[1] - 1)
-    if len(shape) != 2 or shape[0] != rows:
-        raise _error(what, f"table must be ((2*{window_hw[0]}-1) * (2*{window_hw[1]}-1), "
-                           f"num_heads) = ({rows}, num_heads) for the window "
-                           f"{window_hw[0]}x{window_hw[1]}, got table.shape={tuple(shape)}",
-                     "pass the window the table was trained for as old_window")
 
 
 def _check_q_len(q_len: int, k_len: int, *, what: str) -> None:

@@ -41,10 +41,10 @@ from posenc._checks import (
     check_positive_int,
     check_rate,
     check_scheme_options,
-    check_t5_buckets,
 )
+from posenc.bias import check_t5_buckets
+from posenc.positions import relative_positions
 from posenc.rotary import rope_frequencies
-from posenc.shaw import query_positions
 
 __all__ = ["Scheme", "POSITIONS", "ROUTES", "OPTION_NAMES", "ROUTE_LAYERS", "NORM_EPS",
            "scheme_options", "attention_settings", "transformer_settings", "given_options",
@@ -173,7 +173,7 @@ def future_keys(q_len, k_len, arange):
         array([[0, 0, 1],
                [0, 0, 0]])
     """
-    return arange(k_len)[None, :] > query_positions(q_len, k_len, arange)[:, None]
+    return relative_positions(q_len, k_len, arange) > 0
 
 
 def attention_settings(dim, heads, position, causal, max_len, dropout, options: dict, *,

@@ -14,23 +14,24 @@ sizes): the faces turn ALiBi's slopes and Swin's index into constants once,
 and compute T5's buckets with their own ops (checked equal to these).
 A Swin table is resized to a new window as a ``(2H-1) x (2W-1)`` grid of
 offsets per head, by the faces' ``resize_table_2d`` (the interpolation
-matrices of :mod:`posenc.learned`). The argument checks live in
-:mod:`posenc._checks` with all the others.
+matrices of :mod:`posenc.learned`). The family's argument rules (``check_*``)
+are here, next to the formulas; the shared primitives are in :mod:`posenc._checks`.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
+from posenc import positions
 from posenc._checks import (
+    _error,
     check_bool,
     check_integer_dtype,
     check_lengths,
-    check_num_heads,
-    check_t5_buckets,
-    check_window,
+    check_positive_int,
 )
 # A fresh T5 or Swin bias table has the learned tables' standard deviation.
 from posenc.learned import TABLE_INIT_STD
@@ -39,11 +40,88 @@ __all__ = [
     "alibi_slopes",
     "relative_positions",
     "alibi_bias",
+    "alibi_row",
     "t5_buckets",
+    "t5_bucket_map",
     "swin_relative_index",
     "swin_table_size",
     "TABLE_INIT_STD",
 ]
+
+
+# --------------------------------------------------------------------------- argument rules
+
+def check_num_heads(num_heads, *, what: str = "") -> int:
+    """The number of attention heads, a positive integer."""
+    return check_positive_int("num_heads", num_heads, what=what,
+                              fix="pass the attention layer's head count, e.g. num_heads=8")
+
+
+def check_t5_buckets(bidirectional, num_buckets, max_distance, *,
+                     what: str = "") -> tuple[bool, int, int]:
+    """T5's bucketing: an even ``num_buckets`` when bidirectional (half for each direction),
+    at least two buckets per direction, and a ``max_distance`` beyond the exact ones."""
+    bidirectional = check_bool("bidirectional", bidirectional, what=what)
+    num_buckets = check_positive_int("num_buckets", num_buckets, what=what,
+                                     fix="T5 uses num_buckets=32")
+    if bidirectional and num_buckets % 2:
+        raise _error(what, f"num_buckets must be even when bidirectional=True (half of the "
+                           f"buckets for each direction), got num_buckets={num_buckets}",
+                     f"use num_buckets={num_buckets + 1} or {num_buckets - 1}, or "
+                     "bidirectional=False for a decoder")
+    per_direction = num_buckets // 2 if bidirectional else num_buckets
+    if per_direction < 2:
+        least = 4 if bidirectional else 2
+        raise _error(what, f"num_buckets must be at least {least} (bidirectional="
+                           f"{bidirectional}: an exact and a logarithmic bucket per direction), "
+                           f"got num_buckets={num_buckets}", "T5 uses num_buckets=32")
+    max_exact = per_direction // 2
+    if (isinstance(max_distance, bool) or not isinstance(max_distance, numbers.Integral)
+            or max_distance <= max_exact):
+        raise _error(what, f"max_distance must be an integer greater than the {max_exact} "
+                           f"exact distances (num_buckets={num_buckets}, bidirectional="
+                           f"{bidirectional}), got max_distance={max_distance!r}",
+                     f"T5 uses max_distance=128; any value above {max_exact} works")
+    return bidirectional, num_buckets, int(max_distance)
+
+
+def check_window(window_size, *, name: str = "window_size", what: str = "") -> tuple[int, int]:
+    """A window: a positive int ``n`` (an ``n x n`` window) or a ``(height, width)`` pair."""
+    pair = window_size
+    if isinstance(window_size, numbers.Integral) and not isinstance(window_size, bool):
+        pair = (window_size, window_size)
+    ok = (isinstance(pair, (tuple, list)) and len(pair) == 2
+          and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v > 0
+                  for v in pair))
+    if not ok:
+        raise _error(what, f"{name} must be a positive integer or a (height, width) pair of "
+                           f"positive integers, got {name}={window_size!r}",
+                     "a window holds at least one patch; Swin uses 7")
+    return int(pair[0]), int(pair[1])
+
+
+def check_window_lengths(q_len, k_len, window_hw, *, what: str = "") -> None:
+    """A window's bias is ``(H*W, H*W)``: ``q_len`` and ``k_len`` must both be ``H*W``."""
+    size = window_hw[0] * window_hw[1]
+    if q_len != size or k_len != size:
+        raise _error(what, f"q_len and k_len must both be window_h * window_w = {size} (window "
+                           f"{window_hw[0]}x{window_hw[1]}), got q_len={q_len!r}, "
+                           f"k_len={k_len!r}",
+                     f"pass q_len={size}, or build the layer for your window (resize a trained "
+                     "table with .resized(new_window))")
+
+
+def check_swin_table(shape, window_hw, *, what: str = "") -> None:
+    """A Swin bias table is ``((2H-1) * (2W-1), num_heads)`` for an ``H x W`` window."""
+    rows = (2 * window_hw[0] - 1) * (2 * window_hw[1] - 1)
+    if len(shape) != 2 or shape[0] != rows:
+        raise _error(what, f"table must be ((2*{window_hw[0]}-1) * (2*{window_hw[1]}-1), "
+                           f"num_heads) = ({rows}, num_heads) for the window "
+                           f"{window_hw[0]}x{window_hw[1]}, got table.shape={tuple(shape)}",
+                     "pass the window the table was trained for as old_window")
+
+
+# --------------------------------------------------------------------------- formulas
 
 
 def alibi_slopes(num_heads: int) -> np.ndarray:
@@ -51,15 +129,19 @@ def alibi_slopes(num_heads: int) -> np.ndarray:
 
     For ``n`` a power of two the slopes are the geometric sequence
     ``2^(-8/n), 2^(-16/n), ..., 2^-8``: eight heads get ``1/2, 1/4, ..., 1/256``.
-    Otherwise the paper's recipe: the slopes of the closest lower power of two
-    ``m``, then every other slope of ``2m`` (its odd-numbered ones, which lie
-    between the first ones) until there are ``n``.
+    Otherwise the recipe of the authors' code (the paper trains only powers of
+    two): the slopes of the closest lower power of two ``m``, then, appended,
+    every other slope of ``2m`` (its first, third, ...) until there are ``n``.
+    The first appended slope is steeper than every one before it and the
+    others lie halfway (in the logarithm) between consecutive first ones, so
+    the slopes do not decrease: head ``m`` (counting from 0) is the steepest.
 
     Args:
         num_heads: positive int.
 
     Returns:
-        float64 NumPy array of shape ``(num_heads,)``, decreasing.
+        float64 NumPy array of shape ``(num_heads,)``; decreasing only when
+        ``num_heads`` is a power of two.
 
     Example:
         >>> alibi_slopes(4)
@@ -91,7 +173,7 @@ def relative_positions(q_len: int, k_len: int) -> np.ndarray:
                [-3, -2, -1,  0]])
     """
     q_len, k_len = check_lengths(q_len, k_len, what="relative_positions")
-    return np.arange(k_len)[None, :] - np.arange(k_len - q_len, k_len)[:, None]
+    return positions.relative_positions(q_len, k_len)
 
 
 def alibi_bias(num_heads: int, q_len: int, k_len: int, *, causal: bool = True) -> np.ndarray:
@@ -116,6 +198,25 @@ def alibi_bias(num_heads: int, q_len: int, k_len: int, *, causal: bool = True) -
     if not causal:
         return slopes * -np.abs(rel).astype(np.float32)
     return np.where(rel > 0, np.float32(-np.inf), slopes * rel.astype(np.float32))
+
+
+def alibi_row(num_heads: int, size: int, *, causal: bool = True) -> np.ndarray:
+    """ALiBi's bias of every offset ``j - i`` from ``-(size - 1)`` to ``size - 1``:
+    ``(num_heads, 2 * size - 1)`` float32.
+
+    The bias depends on ``j - i`` only, so this one row per head holds every
+    ``(q_len, k_len)`` block with ``k_len <= size``:
+    ``alibi_bias(h, q_len, k_len)[:, r, j] == alibi_row(h, size)[:, j - i + size - 1]``
+    (``i = k_len - q_len + r``), bit for bit, since the entries are
+    :func:`alibi_bias`'s own. The layers cache it instead of a square.
+
+    Example:
+        >>> alibi_row(1, 2)
+        array([[-0.00390625,  0.        ,        -inf]], dtype=float32)
+    """
+    past = alibi_bias(num_heads, 1, size, causal=causal)[:, 0]     # offsets -(size-1) .. 0
+    future = np.full_like(past[:, 1:], -np.inf) if causal else past[:, -2::-1]
+    return np.concatenate((past, future), axis=1)
 
 
 def t5_buckets(relative_position, *, bidirectional: bool = True, num_buckets: int = 32,
@@ -153,20 +254,49 @@ def t5_buckets(relative_position, *, bidirectional: bool = True, num_buckets: in
         bidirectional, num_buckets, max_distance, what="t5_buckets")
     rel = np.asarray(relative_position)
     check_integer_dtype("relative_position", str(rel.dtype), what="t5_buckets")
-    rel = rel.astype(np.int64)
-    buckets = np.zeros(rel.shape, np.int64)
+    return t5_bucket_map(rel.astype(np.int64), bidirectional=bidirectional,
+                         num_buckets=num_buckets, max_distance=max_distance, **NUMPY_OPS)
+
+
+def _numpy_cast(x, kind: str):
+    return x.astype(np.float32 if kind == "float" else np.int64)
+
+
+#: The ops :func:`t5_bucket_map` needs, for NumPy (the faces pass their own).
+NUMPY_OPS = {"log": np.log, "where": np.where, "minimum": np.minimum, "cast": _numpy_cast}
+
+
+def t5_bucket_map(rel, *, bidirectional: bool, num_buckets: int, max_distance: int,
+                  log, where, minimum, cast):
+    """T5's bucketing of checked arguments, written once for NumPy and both faces.
+
+    ``rel`` is an integer array or tensor of ``key_pos - query_pos``; the
+    framework's ops are passed in: ``log``, ``where(cond, a, b)``,
+    ``minimum(a, b)`` and ``cast(x, kind)``, which turns ``x`` into float32
+    (``kind="float"``) or into the face's index dtype (``kind="int"``).
+    Besides them only ``+``, ``-``, ``*``, ``//`` and comparisons are used. The
+    logarithm is taken in float32 with float32 constants, as T5 does, so every
+    framework gives T5's buckets. :func:`t5_buckets` checks its arguments and
+    calls this.
+
+    Example:
+        >>> t5_bucket_map(np.array([-20, 3]), bidirectional=True, num_buckets=32,
+        ...               max_distance=128, **NUMPY_OPS)
+        array([10, 19])
+    """
     if bidirectional:
         num_buckets //= 2
-        buckets += (rel > 0) * num_buckets
-        distance = np.abs(rel)
+        offset = cast(rel > 0, "int") * num_buckets          # keys after the query
+        distance = where(rel < 0, -rel, rel)
     else:
-        distance = -np.minimum(rel, 0)
+        offset = 0
+        distance = -minimum(rel, 0)                         # the future shares bucket 0
     max_exact = num_buckets // 2
-    scaled = (np.log(np.maximum(distance, 1).astype(np.float32) / np.float32(max_exact))
+    scaled = (log(cast(where(distance > 1, distance, 1), "float") / np.float32(max_exact))
               / np.float32(math.log(max_distance / max_exact))
               * np.float32(num_buckets - max_exact))
-    large = np.minimum(max_exact + scaled.astype(np.int64), num_buckets - 1)
-    return buckets + np.where(distance < max_exact, distance, large)
+    large = minimum(cast(scaled, "int") + max_exact, num_buckets - 1)
+    return offset + where(distance < max_exact, distance, large)
 
 
 def swin_relative_index(window_h: int, window_w: int) -> np.ndarray:

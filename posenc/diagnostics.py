@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from posenc._checks import (
+    _error,
     check_choice,
     check_diagnostic_array,
     check_float,
@@ -34,12 +35,14 @@ from posenc._checks import (
     check_probe_split,
     check_seed,
 )
+from posenc.positions import relative_positions
 from posenc.sinusoidal import sinusoidal_inv_freq
 
 __all__ = [
     "SIMILARITY_KINDS",
     "similarity",
     "mean_by_offset",
+    "distance_share",
     "rope_scores",
     "ProbeResult",
     "ridge_regression",
@@ -109,7 +112,7 @@ def mean_by_offset(matrix) -> tuple[np.ndarray, np.ndarray]:
     matrix = check_diagnostic_array("matrix", matrix, 2, what="mean_by_offset",
                                     shape_text="(q_len, k_len)", finite=False)
     q_len, k_len = matrix.shape
-    rel = np.arange(k_len)[None, :] - np.arange(k_len - q_len, k_len)[:, None]
+    rel = relative_positions(q_len, k_len)
     offsets = np.arange(-(k_len - 1), k_len)
     finite = np.isfinite(matrix)
     sums = np.bincount((rel + k_len - 1)[finite], weights=matrix[finite],
@@ -118,6 +121,46 @@ def mean_by_offset(matrix) -> tuple[np.ndarray, np.ndarray]:
     with np.errstate(invalid="ignore", divide="ignore"):
         means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
     return offsets, means
+
+
+def distance_share(sim) -> float:
+    """Share of the off-diagonal variance of ``sim`` that the offset ``j - i`` explains.
+
+    Each entry is predicted by the mean of its diagonal (:func:`mean_by_offset`); the share is
+    one minus the residual sum of squares over the total sum of squares, both over the pairs
+    ``i != j``. It is 1 for a Toeplitz matrix (a function of ``j - i`` alone, as the
+    sinusoid's similarities are) and near 0 when the similarity does not depend on the
+    distance. A matrix whose off-diagonal entries are all equal has no variance to explain:
+    its share is 1.
+
+    Args:
+        sim: square ``(length, length)`` matrix, ``length >= 3``, e.g. :func:`similarity`
+            of a table.
+
+    Returns:
+        A float at most 1.
+
+    Example:
+        >>> first_row = np.array([1.0, 0.6, 0.2, -0.1])
+        >>> toeplitz = first_row[np.abs(np.subtract.outer(np.arange(4), np.arange(4)))]
+        >>> round(distance_share(toeplitz), 6)
+        1.0
+    """
+    what = "distance_share"
+    sim = check_diagnostic_array("sim", sim, 2, what=what, shape_text="(length, length)")
+    n = sim.shape[0]
+    if sim.shape[1] != n or n < 3:
+        raise _error(what, f"sim must be a square (length, length) matrix with length >= 3 "
+                           f"(two distances), got sim.shape={sim.shape}",
+                     "compute it with similarity(table)")
+    offsets, means = mean_by_offset(sim)
+    gap = relative_positions(n, n)
+    off = gap != 0
+    residual = sim - means[gap + n - 1]
+    total = ((sim[off] - sim[off].mean()) ** 2).sum()
+    if total == 0:
+        return 1.0
+    return float(1.0 - (residual[off] ** 2).sum() / total)
 
 
 def rope_scores(seq_len: int, head_dim: int, *, base: float = 10000.0) -> np.ndarray:

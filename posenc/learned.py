@@ -43,6 +43,7 @@ from posenc._checks import (
     check_positive_int,
     check_rank,
 )
+from posenc.positions import source_coordinates
 
 __all__ = [
     "CUBIC_A",
@@ -130,20 +131,6 @@ def check_grid_rows(rows: int, old_hw, prefix_tokens: int, *, what: str = "") ->
                      "pass the grid the table was trained on, and as prefix_tokens the number "
                      "of leading rows that are not on it (1 for a CLS token)"
                      + (f": {'; '.join(fits)}" if fits else ""))
-
-
-def source_coordinates(old: int, new: int) -> np.ndarray:
-    """Where the ``new`` output samples sit on the ``old`` input grid (float64).
-
-    Output sample ``j`` sits at input coordinate ``(j + 0.5) * old / new - 0.5``:
-    half-pixel centres, ``align_corners=False``. ``old == new`` gives ``0 .. new-1``
-    exactly.
-
-    Example:
-        >>> source_coordinates(2, 4)
-        array([-0.25,  0.25,  0.75,  1.25])
-    """
-    return (np.arange(new) + 0.5) * (old / new) - 0.5
 
 
 def _nearest(old: int, new: int) -> np.ndarray:

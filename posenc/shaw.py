@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from posenc._checks import check_lengths, check_max_distance
+from posenc.positions import pair_offsets
 
 __all__ = ["SHAW_METHODS", "SKEW_BLOCK_ELEMENTS", "query_blocks", "query_positions",
            "relative_index", "bucket_boundaries", "window_index", "window_block",
@@ -96,7 +97,7 @@ def relative_index(queries, keys, max_distance: int, clip):
                [0, 1, 2],
                [0, 0, 1]])
     """
-    return clip(keys[None, :] - queries[:, None], -max_distance, max_distance) + max_distance
+    return clip(pair_offsets(queries, keys), -max_distance, max_distance) + max_distance
 
 
 def bucket_boundaries(queries, k_len, max_distance: int, clip, arange):

@@ -9,8 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from posenc._checks import check_base, check_even_dim, check_hw, check_positive_int
-from posenc.learned import source_coordinates
+from posenc._checks import (
+    _error,
+    check_base,
+    check_even_dim,
+    check_float,
+    check_hw,
+    check_positive_int,
+)
+from posenc.positions import source_coordinates
 
 
 def sinusoidal_inv_freq(dim: int, base: float = 10000.0) -> np.ndarray:
@@ -68,3 +75,58 @@ def grid_coordinates(height: int, width: int, trained_hw=None) -> tuple[np.ndarr
         h0, w0 = check_hw("trained_hw", trained_hw, what="sinusoidal_2d")
         rows, cols = source_coordinates(h0, height), source_coordinates(w0, width)
     return np.repeat(rows, width), np.tile(cols, height)
+
+
+# --------------------------------------------------------------------------- blocks of sinusoids
+# Trees (one block per level) and coordinates (one per coordinate, DETR) concatenate
+# sinusoids of dim // blocks channels each.
+
+def _block_width(dim: int, blocks: int, name: str, unit: str, *, what: str) -> int:
+    """Channels per block, ``dim // blocks``, when ``blocks`` sinusoids are concatenated:
+    ``dim`` must be a multiple of ``2 * blocks``."""
+    step = 2 * blocks
+    if dim % step:
+        lower, upper = dim - dim % step, dim - dim % step + step
+        hint = f"dim={upper}" + (f" or dim={lower}" if lower else "")
+        reason = (f"{dim} is not divisible by {name}={blocks}" if dim % blocks
+                  else f"dim // {name} = {dim // blocks} is odd")
+        raise _error(what, f"each of the {name}={blocks} {unit} gets dim // {name} "
+                           f"channels of sine/cosine pairs, so dim must be a multiple of "
+                           f"2 * {name} = {step}; got dim={dim} ({reason})", f"use {hint}")
+    return dim // blocks
+
+
+def check_coordinates(shape, *, what: str = "") -> int:
+    """``coords`` are ``(..., k)`` with ``k >= 1`` coordinates on the last axis; returns ``k``."""
+    shape = tuple(shape)
+    if len(shape) < 1:
+        raise _error(what, "coords must be (..., k), got a scalar",
+                     "use coords[..., None] for a single coordinate")
+    if shape[-1] is None or shape[-1] < 1:
+        raise _error(what, f"coords must be (..., k) with at least one coordinate on the last "
+                           f"axis, got coords.shape={shape}",
+                     "pass e.g. (y, x) pairs or (x, y, w, h) boxes")
+    return int(shape[-1])
+
+
+def check_coordinate_width(dim, num_coords: int, *, what: str = "") -> int:
+    """Channels per coordinate, ``dim // k``; it must be even."""
+    dim = check_positive_int("dim", dim, what=what)
+    return _block_width(dim, num_coords, "k", "coordinates", what=what)
+
+
+def check_coordinate_scale(scale, num_coords: int, *, what: str = "") -> tuple[float, ...]:
+    """One finite factor ``> 0`` per coordinate (a single number is used for all)."""
+    values = list(scale) if isinstance(scale, (list, tuple)) else [scale]
+    if len(values) == 1:
+        values = values * num_coords
+    if len(values) != num_coords:
+        raise _error(what, f"scale must be one number or one per coordinate, got "
+                           f"{len(values)} values for k={num_coords} coordinates "
+                           f"(scale={scale!r})",
+                     f"pass a single number or a sequence of {num_coords}")
+    return tuple(check_float("scale", v, above=0.0, meaning="coordinates are multiplied by it",
+                             what=what,
+                             fix="use 2 * pi for coordinates normalised to [0, 1] (DETR), or "
+                                 "1 / unit for coordinates in a unit such as seconds or pixels")
+                 for v in values)

@@ -1,4 +1,4 @@
-"""A small task that needs positions, and NumPy tools to read a trained position table.
+"""A small task that needs positions: the lag task's data, in NumPy.
 
 The *lag task*: given a sequence of random tokens, predict at every position ``p`` the token
 that came ``lag`` places earlier, ``tokens[p - lag]``. One layer of causal attention solves it
@@ -6,9 +6,9 @@ only if the query at ``p`` can find the key at ``p - lag``, which is a statement
 positions; token embeddings alone cannot express it. Positions ``p < lag`` have no target.
 
 This module is framework-free: it draws the token batches from a seed with NumPy, so that
-:mod:`posenc.torch.tasks` and :mod:`posenc.keras.tasks` train on identical data, and it holds
-the analysis helpers that compare position tables (:func:`cosine_similarity`,
-:func:`similarity_by_distance`, :func:`distance_share`).
+:mod:`posenc.torch.tasks` and :mod:`posenc.keras.tasks` train on identical data. The tools that
+read a trained position table (``similarity``, ``mean_by_offset``, ``distance_share``) are in
+:mod:`posenc.diagnostics`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,6 @@ from posenc._checks import _error, check_int, check_lag, check_positive_int
 __all__ = [
     "lag_tokens",
     "lag_targets",
-    "cosine_similarity",
-    "similarity_by_distance",
-    "distance_share",
 ]
 
 
@@ -105,85 +102,3 @@ def check_token_targets(tokens, targets, *, what: str = "") -> tuple[np.ndarray,
                      "give one target token per input token")
     return tokens.astype(np.int64), targets.astype(np.int64)
 
-
-def cosine_similarity(table) -> np.ndarray:
-    """Cosine similarity of every pair of rows of a ``(length, dim)`` table.
-
-    Args:
-        table: array-like ``(length, dim)`` (a NumPy array, or a tensor converted first).
-
-    Returns:
-        float64 array ``(length, length)``; a row of zeros has similarity 0 with every row.
-
-    Example:
-        >>> cosine_similarity([[1.0, 0.0], [1.0, 1.0]]).round(3).tolist()
-        [[1.0, 0.707], [0.707, 1.0]]
-    """
-    t = np.asarray(table, dtype=np.float64)
-    if t.ndim != 2:
-        raise ValueError(f"table must be (length, dim), got table.shape={t.shape}.")
-    norms = np.linalg.norm(t, axis=1, keepdims=True)
-    unit = np.divide(t, norms, out=np.zeros_like(t), where=norms > 0)
-    return unit @ unit.T
-
-
-def _square(sim) -> np.ndarray:
-    sim = np.asarray(sim, dtype=np.float64)
-    if sim.ndim != 2 or sim.shape[0] != sim.shape[1] or sim.shape[0] < 2:
-        raise ValueError(
-            f"sim must be a square (length, length) matrix with length >= 2, got "
-            f"sim.shape={sim.shape}; compute it with cosine_similarity(table)."
-        )
-    return sim
-
-
-def similarity_by_distance(sim) -> np.ndarray:
-    """Mean of ``sim[i, i + k]`` over ``i``, for every distance ``k = 0 .. length-1``.
-
-    Args:
-        sim: square ``(length, length)`` matrix, e.g. :func:`cosine_similarity` of a table.
-
-    Returns:
-        float64 array ``(length,)``; entry ``k`` averages the ``k``-th upper diagonal.
-
-    Example:
-        >>> similarity_by_distance(np.array([[1.0, 0.5], [0.5, 1.0]])).tolist()
-        [1.0, 0.5]
-    """
-    sim = _square(sim)
-    return np.array([np.diagonal(sim, k).mean() for k in range(sim.shape[0])])
-
-
-def distance_share(sim) -> float:
-    """Share of the off-diagonal variance of ``sim`` that the distance ``|i - j|`` explains.
-
-    Each entry is predicted by the mean of its diagonal (:func:`similarity_by_distance`,
-    mirrored below the diagonal); the share is one minus the residual sum of squares over the
-    total sum of squares, both over the pairs ``i != j``. It is 1 for a Toeplitz matrix (a
-    function of ``|i - j|`` alone, as the sinusoid's similarities are) and near 0 when the
-    similarity does not depend on the distance. A matrix whose off-diagonal entries are all
-    equal has no variance to explain: its share is 1.
-
-    Args:
-        sim: symmetric square ``(length, length)`` matrix, ``length >= 3``.
-
-    Returns:
-        A float at most 1.
-
-    Example:
-        >>> first_row = np.array([1.0, 0.6, 0.2, -0.1])
-        >>> toeplitz = first_row[np.abs(np.subtract.outer(np.arange(4), np.arange(4)))]
-        >>> round(distance_share(toeplitz), 6)
-        1.0
-    """
-    sim = _square(sim)
-    n = sim.shape[0]
-    if n < 3:
-        raise ValueError(f"distance_share needs length >= 3 (two distances), got length={n}.")
-    gap = np.abs(np.subtract.outer(np.arange(n), np.arange(n)))
-    off = gap > 0
-    residual = sim - similarity_by_distance(sim)[gap]
-    total = ((sim[off] - sim[off].mean()) ** 2).sum()
-    if total == 0:
-        return 1.0
-    return float(1.0 - (residual[off] ** 2).sum() / total)

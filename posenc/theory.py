@@ -12,13 +12,14 @@ from __future__ import annotations
 import numpy as np
 
 from posenc._checks import (
+    _error,
     check_base,
     check_even_dim,
-    check_finite,
     check_int,
     check_layout,
     check_positive_int,
 )
+from posenc.positions import layout_permutation
 from posenc.sinusoidal import sinusoidal_inv_freq
 
 __all__ = [
@@ -30,54 +31,10 @@ __all__ = [
 ]
 
 
-def layout_permutation(dim: int, *, src: str = "interleaved", dst: str = "concat") -> np.ndarray:
-    """Channel permutation that turns a ``src``-layout encoding into a ``dst``-layout one.
-
-    Both layouts hold the same numbers, ``sin(p w_i)`` and ``cos(p w_i)`` for
-    ``i = 0 .. dim/2 - 1``; only the channel order differs. ``"interleaved"``
-    puts the pair ``i`` at channels ``2i, 2i+1``; ``"concat"`` puts the sine at
-    channel ``i`` and the cosine at channel ``dim/2 + i``.
-
-    Args:
-        dim: even feature dimension.
-        src: layout of the encoding you have, ``"interleaved"`` or ``"concat"``.
-            Default ``"interleaved"``.
-        dst: layout you want. Default ``"concat"``.
-
-    Returns:
-        int64 array ``perm`` of shape ``(dim,)`` with
-        ``encoding_dst == encoding_src[..., perm]``. The same ``perm`` converts
-        a weight that reads the encoding, so that it gives the same outputs on
-        ``encoding_dst``: its input axis is permuted like the encoding's
-        features, ``W_dst = W_src[:, perm]`` for a PyTorch ``(out, in)``
-        weight and ``K_dst = K_src[perm]`` for a Keras ``(in, out)`` kernel.
-
-    Example:
-        >>> layout_permutation(6)
-        array([0, 2, 4, 1, 3, 5])
-        >>> layout_permutation(6, src="concat", dst="interleaved")
-        array([0, 3, 1, 4, 2, 5])
-        >>> perm = layout_permutation(4)
-        >>> x_src, w_src = np.arange(8.0).reshape(2, 4), np.arange(12.0).reshape(3, 4)
-        >>> bool(np.allclose(x_src[:, perm] @ w_src[:, perm].T, x_src @ w_src.T))
-        True
-    """
-    dim = check_even_dim(dim)
-    check_layout(src)
-    check_layout(dst)
-    half = dim // 2
-    pair = np.arange(half)
-    # where each (sin_i, cos_i) lives in each layout
-    where = {
-        "interleaved": (2 * pair, 2 * pair + 1),
-        "concat": (pair, half + pair),
-    }
-    perm = np.empty(dim, dtype=np.int64)
-    dst_sin, dst_cos = where[dst]
-    src_sin, src_cos = where[src]
-    perm[dst_sin] = src_sin
-    perm[dst_cos] = src_cos
-    return perm
+def check_finite(name: str, values, *, what: str = "") -> None:
+    """Every number of ``values`` (a float64 array) is finite."""
+    if not np.all(np.isfinite(values)):
+        raise _error(what, f"{name} must be finite, got {name}={values!r}")
 
 
 def shift_matrix(k, dim: int, *, base: float = 10000.0, layout: str = "interleaved") -> np.ndarray:

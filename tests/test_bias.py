@@ -94,7 +94,7 @@ def test_alibi_module_caches_grows_and_slices(face):
     np.testing.assert_array_equal(first[0], nb.alibi_bias(3, 2, 5))
     assert tuple(alibi(0, 4).shape) == (1, 3, 0, 4)
     cache = alibi._cache
-    assert tuple(cache.shape) == (3, 128, 128)     # the next power of two
+    assert tuple(cache.shape) == (3, 2 * 128 - 1)  # every offset up to the next power of two
     if face == "torch":
         assert set(alibi.state_dict()) == set()     # the cache is not saved
 
@@ -349,3 +349,84 @@ def test_the_smallest_lengths(face, q_len, k_len):
     for layer in (FACES[face].ALiBiBias(2), FACES[face].T5RelativeBias(2),
                   FACES[face].ALiBiBias(2, causal=False)):
         assert tuple(layer(q_len, k_len).shape) == (1, 2, q_len, k_len)
+
+
+def test_one_relative_position_map_serves_numpy_and_both_faces():
+    from functools import partial
+
+    from posenc import positions
+
+    expected = nb.relative_positions(3, 7)
+    np.testing.assert_array_equal(positions.relative_positions(3, 7), expected)
+    np.testing.assert_array_equal(
+        positions.relative_positions(3, 7, partial(torch.arange)).numpy(), expected)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(
+        positions.relative_positions(3, 7, partial(keras.ops.arange, dtype="int32"))), expected)
+    import posenc.keras.bias as keras_bias
+    import posenc.torch.bias as torch_bias
+
+    # the faces keep no copy of the map, nor of ALiBi's product
+    assert not hasattr(torch_bias, "_relative") and not hasattr(keras_bias, "_relative")
+    assert not hasattr(torch_bias, "_alibi")
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_bias_layers_expose_the_same_attributes_in_both_faces(face):
+    alibi = FACES[face].ALiBiBias(6)
+    np.testing.assert_array_equal(numpy(alibi.slopes), nb.alibi_slopes(6).astype(np.float32))
+    swin = FACES[face].SwinRelativeBias(2, (2, 3))
+    np.testing.assert_array_equal(numpy(swin.relative_position_index),
+                                  nb.swin_relative_index(2, 3))
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_alibi_module_caches_no_square_for_one_decoding_query(face):
+    # 8 heads, 1,000 keys: a square cache would hold 8 * 1024 * 1024 numbers (8 GiB at
+    # 10,000 keys); one row per head of the 2 * 1024 - 1 offsets is all the bias needs
+    alibi = FACES[face].ALiBiBias(8)
+    np.testing.assert_array_equal(numpy(alibi(1, 1000))[0], nb.alibi_bias(8, 1, 1000))
+    if face == "torch":
+        held = sum(b.numel() for b in alibi.buffers())
+    else:
+        held = sum(v.size for v in vars(alibi).values() if isinstance(v, np.ndarray))
+    assert held <= 8 * 2 * 1024 + 8
+    for causal in (True, False):                  # every block of a warm cache is exact
+        alibi = FACES[face].ALiBiBias(3, causal=causal)
+        alibi(40)
+        for q_len, k_len in [(1, 40), (5, 17), (17, 17), (0, 3)]:
+            np.testing.assert_array_equal(numpy(alibi(q_len, k_len))[0],
+                                          nb.alibi_bias(3, q_len, k_len, causal=causal))
+
+
+def test_alibi_slopes_docstring_says_decreasing_only_for_powers_of_two():
+    for n in range(1, 33):
+        decreasing = bool(np.all(np.diff(nb.alibi_slopes(n)) < 0))
+        assert decreasing == (n & (n - 1) == 0), n
+    assert nb.alibi_slopes(6)[4] > nb.alibi_slopes(6)[0]     # the first appended is steepest
+    returns = nb.alibi_slopes.__doc__.split("Returns:")[1].split("Example")[0]
+    assert "decreasing only when" in returns and "power of two" in returns
+
+
+def bf16_alibi_gap(face, bias_fn, num_heads=8, q_len=64, k_len=4096):
+    """Mean total variation between attention rows whose scores and bias are added in
+    bfloat16 (as a bfloat16 model adds them) and the float32 rows of ALiBi's bias.
+
+    ``bias_fn(num_heads, q_len, k_len)`` is a face's ALiBi bias ``(heads, q_len, k_len)``; the
+    queries are the last ``q_len`` of ``k_len`` positions (a long context)."""
+    def softmax(s):
+        e = np.exp(s - s.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    scores = np.random.default_rng(0).normal(size=(num_heads, q_len, k_len)).astype(np.float32)
+    want = softmax(scores.astype(np.float64) + nb.alibi_bias(num_heads, q_len, k_len))
+    bias = bias_fn(num_heads, q_len, k_len)
+    if face == "torch":
+        low = tensor(face, scores, "bfloat16") + bias.to(torch.bfloat16)
+    else:
+        low = tensor(face, scores, "bfloat16") + keras.ops.cast(bias, "bfloat16")
+    return float(0.5 * np.abs(softmax(numpy(low)) - want).sum(-1).mean())
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_alibi_bias_added_in_bfloat16_keeps_the_attention_of_float32(face):
+    assert bf16_alibi_gap(face, FACES[face].alibi_bias) < 0.01

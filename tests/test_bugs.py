@@ -126,3 +126,32 @@ def test_unscaled_swin_index_collides_where_the_text_says():
     assert wrong[1, 0] == wrong[2, 0]
     assert nb.swin_relative_index(2, 2)[1, 0] != nb.swin_relative_index(2, 2)[2, 0]
     assert len(np.unique(wrong)) < 9
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_alibi_key_only(face):
+    """"alibi-key-only": the bfloat16 attention check fails on the key-only bias."""
+    from test_bias import bf16_alibi_gap
+
+    assert bf16_alibi_gap(face, face_module(face).alibi_bias) < 0.01
+    assert bf16_alibi_gap(face, face_bugs(face).alibi_bias_key_only) > 0.1
+
+
+def test_bfloat16_positions_symptom_is_what_the_wrong_code_does():
+    """Neighbours share an angle from 257 on, and at ordinary lengths, not only near 65,536."""
+    import torch
+
+    from posenc.torch.bugs import apply_rope_in_input_dtype
+    from posenc.torch.rotary import rope_frequencies
+
+    inv_freq, _ = rope_frequencies(16)
+    x = torch.ones(64, 16, dtype=torch.bfloat16)
+
+    def distinct_rows(start):
+        out = apply_rope_in_input_dtype(x, torch.arange(start, start + 64), inv_freq)
+        return len(torch.unique(out.float(), dim=0))
+
+    assert distinct_rows(0) == 64 and distinct_rows(193) == 64     # exact up to 256
+    assert distinct_rows(2048) <= 8                                # runs of 8 or more at 2,048
+    symptom = bugs.BUGS["bfloat16-positions"].symptom
+    assert "257" in symptom and "128 radians" not in symptom

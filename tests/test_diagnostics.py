@@ -664,3 +664,51 @@ def test_probe_experiment_in_keras(tmp_path):
     assert np.asarray(got["meta"]["attention"]["learned"]).shape == (1, 2, 6, 6)
     assert got["meta"]["learned_table_similarity_by_offset"]["0"]["before"][0] == \
         pytest.approx(1.0)
+
+
+# --------------------------------------------------------------------------- table analysis
+
+def _toeplitz(first_row):
+    n = len(first_row)
+    return np.asarray(first_row)[np.abs(np.subtract.outer(np.arange(n), np.arange(n)))]
+
+
+def test_table_similarity_is_one_vocabulary():
+    # posenc.tasks no longer has a copy: the cosine and the profile by distance are here
+    assert not any(hasattr(tasks, n) for n in ("cosine_similarity", "similarity_by_distance",
+                                               "distance_share"))
+    sim = dg.similarity([[1.0, 0.0], [0.0, 2.0], [-3.0, 0.0], [0.0, 0.0]])
+    assert np.allclose(sim[:3, :3], [[1, 0, -1], [0, 1, 0], [-1, 0, 1]])
+    assert np.all(sim[3] == 0)
+
+
+def test_mean_by_offset_reads_the_diagonals_of_a_similarity():
+    first = [1.0, 0.5, -0.25, 0.1, 0.0]
+    offsets, means = dg.mean_by_offset(_toeplitz(first))
+    assert np.allclose(means[offsets >= 0], first)
+
+
+def test_distance_share_of_toeplitz_is_one():
+    assert dg.distance_share(_toeplitz([1.0, 0.8, 0.3, -0.2, 0.1, 0.0])) == pytest.approx(1.0)
+    # the sinusoid's similarity is a function of the distance
+    table = pt.sinusoidal(24, 16).numpy()
+    assert dg.distance_share(dg.similarity(table)) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_distance_share_of_structure_across_distances_is_low():
+    # similarity set by a random sign of each row, not by the distance
+    n = 32
+    rng = np.random.default_rng(0)
+    sign = rng.choice([-1.0, 1.0], size=n)
+    table = np.stack([sign, rng.normal(size=n) * 0.1], axis=1)
+    assert dg.distance_share(dg.similarity(table)) < 0.3
+    # random rows: little of the variance is explained
+    noise = dg.similarity(rng.normal(size=(40, 64)))
+    assert dg.distance_share(noise) < 0.2
+
+
+def test_analysis_rejects_non_square():
+    with pytest.raises(ValueError, match=r"sim.shape=\(3, 4\)"):
+        dg.distance_share(np.zeros((3, 4)))
+    with pytest.raises(ValueError, match=r"distance_share: sim must be a square"):
+        dg.distance_share(np.eye(2))

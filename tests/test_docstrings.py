@@ -9,12 +9,15 @@ import keras  # noqa: F401  (marks this module: it runs again under KERAS_BACKEN
 import pytest
 
 MODULES = [
-    "posenc.sinusoidal", "posenc.learned", "posenc.regularization", "posenc.structured",
-    "posenc.bias", "posenc.shaw", "posenc.theory", "posenc.tasks",
+    "posenc.sinusoidal", "posenc.learned", "posenc.regularization", "posenc.trees",
+    "posenc.modalities", "posenc.graphs",
+    "posenc.bias", "posenc.shaw", "posenc.theory", "posenc.tasks", "posenc.positions",
     "posenc.torch.sinusoidal", "posenc.torch.learned", "posenc.torch.regularization",
-    "posenc.torch.structured", "posenc.torch.bias", "posenc.torch.shaw", "posenc.torch.tasks",
+    "posenc.torch.time", "posenc.torch.trees", "posenc.torch.modalities",
+    "posenc.torch.graphs", "posenc.torch.bias", "posenc.torch.shaw", "posenc.torch.tasks",
     "posenc.keras.sinusoidal", "posenc.keras.learned", "posenc.keras.regularization",
-    "posenc.keras.structured", "posenc.keras.bias", "posenc.keras.shaw", "posenc.keras.tasks",
+    "posenc.keras.time", "posenc.keras.trees", "posenc.keras.modalities",
+    "posenc.keras.graphs", "posenc.keras.bias", "posenc.keras.shaw", "posenc.keras.tasks",
     "posenc.rotary", "posenc.torch.rotary", "posenc.keras.rotary",
     "posenc.attention", "posenc.torch.attention", "posenc.keras.attention",
     "posenc.diagnostics", "posenc.torch.diagnostics", "posenc.keras.diagnostics",

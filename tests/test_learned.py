@@ -13,7 +13,7 @@ import posenc.keras.learned as pk
 import posenc.torch.learned as pt
 import reference as ref
 from posenc.learned import interpolation_matrix
-from faces import dtype_name, numpy, same_error, tensor
+from faces import dtype_name, np32, numpy, same_error, tensor
 
 FACES = {"torch": pt, "keras": pk}
 SETTINGS = settings(max_examples=25, deadline=None, derandomize=True)
@@ -535,3 +535,25 @@ def past_the_table_error(face: str, encode) -> str:
 def test_positions_past_the_table_raise(face):
     message = past_the_table_error(face, lambda enc, positions: enc.encoding(positions))
     assert "max_len=4" in message, message
+
+
+# --------------------------------------------------------------------------- low rank
+
+@pytest.mark.parametrize("face", FACES)
+def test_low_rank_parameter_count_and_rank(face):
+    enc = FACES[face].LowRankEncoding(40, 24, rank=5)
+    count = (sum(p.numel() for p in enc.parameters()) if face == "torch"
+             else enc.count_params())
+    assert count == 5 * (40 + 24)
+    table = np32(enc.encoding(40))
+    assert table.shape == (40, 24)
+    assert np.linalg.matrix_rank(table.astype(np.float64), tol=1e-6) == 5
+    np.testing.assert_allclose(table, np32(enc.left) @ np32(enc.right), atol=1e-6)
+    # gathered rows equal the table's rows
+    pos = np.array([[3, 0, 39], [7, 7, 1]])
+    np.testing.assert_allclose(np32(enc.encoding(tensor(face, pos))), table[pos], atol=1e-6)
+
+@pytest.mark.parametrize("face", FACES)
+def test_low_rank_initial_scale_matches_a_learned_table(face):
+    table = np32(FACES[face].LowRankEncoding(512, 256, rank=16).encoding(512))
+    assert abs(table.std() - 0.02) < 0.02 * 0.15

@@ -21,7 +21,7 @@ def _keep_torch_threads(monkeypatch):
 
 
 def test_import_posenc_imports_no_framework():
-    code = ("import sys, posenc, posenc.sinusoidal, posenc.learned, posenc.regularization, posenc.structured, posenc.bias, posenc.shaw, posenc.interop, posenc.notebook, posenc.plotting, posenc.diagnostics; "
+    code = ("import sys, posenc, posenc.sinusoidal, posenc.learned, posenc.regularization, posenc.time, posenc.trees, posenc.modalities, posenc.graphs, posenc.positions, posenc.bias, posenc.shaw, posenc.interop, posenc.notebook, posenc.plotting, posenc.diagnostics; "
             "print(sorted(m for m in ('torch', 'keras', 'tensorflow', 'jax') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -73,48 +73,6 @@ def test_faces_check_arguments_alike(call, words):
 
 # ---- analysis helpers -----------------------------------------------------------------------
 
-def _toeplitz(first_row):
-    n = len(first_row)
-    return np.asarray(first_row)[np.abs(np.subtract.outer(np.arange(n), np.arange(n)))]
-
-
-def test_cosine_similarity_of_known_rows():
-    sim = tasks.cosine_similarity([[1.0, 0.0], [0.0, 2.0], [-3.0, 0.0], [0.0, 0.0]])
-    assert np.allclose(sim[:3, :3], [[1, 0, -1], [0, 1, 0], [-1, 0, 1]])
-    assert np.all(sim[3] == 0)
-
-
-def test_similarity_by_distance_reads_the_diagonals():
-    first = [1.0, 0.5, -0.25, 0.1, 0.0]
-    assert np.allclose(tasks.similarity_by_distance(_toeplitz(first)), first)
-
-
-def test_distance_share_of_toeplitz_is_one():
-    assert tasks.distance_share(_toeplitz([1.0, 0.8, 0.3, -0.2, 0.1, 0.0])) == pytest.approx(1.0)
-    # the sinusoid's similarity is a function of the distance
-    table = pt.sinusoidal(24, 16).numpy()
-    assert tasks.distance_share(tasks.cosine_similarity(table)) == pytest.approx(1.0, abs=1e-9)
-
-
-def test_distance_share_of_structure_across_distances_is_low():
-    # similarity set by a random sign of each row, not by the distance
-    n = 32
-    rng = np.random.default_rng(0)
-    sign = rng.choice([-1.0, 1.0], size=n)
-    table = np.stack([sign, rng.normal(size=n) * 0.1], axis=1)
-    assert tasks.distance_share(tasks.cosine_similarity(table)) < 0.3
-    # random rows: little of the variance is explained
-    noise = tasks.cosine_similarity(rng.normal(size=(40, 64)))
-    assert tasks.distance_share(noise) < 0.2
-
-
-def test_analysis_rejects_non_square():
-    with pytest.raises(ValueError, match=r"sim.shape=\(3, 4\)"):
-        tasks.distance_share(np.zeros((3, 4)))
-    with pytest.raises(ValueError, match=r"table.shape=\(3,\)"):
-        tasks.cosine_similarity(np.zeros(3))
-
-
 # ---- models in both faces -------------------------------------------------------------------
 
 def _pair(torch_pos, keras_pos, **kwargs):

@@ -79,6 +79,19 @@ def test_layout_permutation_inverse(dim):
     np.testing.assert_array_equal(np.argsort(forward), backward)
 
 
+@pytest.mark.parametrize("src, dst", [("interleaved", "concat"), ("concat", "interleaved")])
+def test_layout_permutation_converts_a_weight_as_its_docstring_says(src, dst):
+    rng = np.random.default_rng(0)
+    x_src = encode(np.arange(5), 8, layout=src) + rng.normal(size=(5, 8))
+    weight, kernel = rng.normal(size=(3, 8)), rng.normal(size=(8, 3))    # (out, in), (in, out)
+    perm = layout_permutation(8, src=src, dst=dst)
+    x_dst = x_src[:, perm]
+    np.testing.assert_allclose(x_dst @ weight[:, perm].T, x_src @ weight.T, atol=1e-12)
+    np.testing.assert_allclose(x_dst @ kernel[perm], x_src @ kernel, atol=1e-12)
+    doc = " ".join(layout_permutation.__doc__.split())
+    assert "W_dst = W_src[:, perm]" in doc and "kernel_dst = kernel_src[perm]" in doc
+
+
 def test_layout_permutation_errors():
     with pytest.raises(ValueError, match="dim must be a multiple of 2"):
         layout_permutation(7)

@@ -9,14 +9,14 @@ k_len)`` for the logits of every head; pass it as the ``bias`` of
 ``q_len``), and return float32 whatever the dtype policy: an attention layer
 casts the bias to its compute dtype. They are built with ``autocast=False``.
 
-The framework-free parts (slopes, bucket and index maps) are in
-``posenc/bias.py``; the argument checks in ``posenc/_checks.py``. The
+The framework-free parts (slopes, bucket and index maps, the family's
+argument rules) are in ``posenc/bias.py``. The
 PyTorch face mirrors this module name for name.
 """
 
 from __future__ import annotations
 
-import math
+from functools import partial
 
 import keras
 import numpy as np
@@ -26,14 +26,17 @@ from posenc import bias as numpy_bias
 from posenc._checks import (
     check_bool,
     check_lengths,
+)
+from posenc.bias import (
+    TABLE_INIT_STD,
     check_num_heads,
     check_swin_table,
     check_t5_buckets,
     check_window,
     check_window_lengths,
 )
-from posenc.bias import TABLE_INIT_STD
 from posenc.keras._util import as_indices
+from posenc.positions import relative_positions
 from posenc.keras.learned import _as_table, resize_table_2d
 
 __all__ = [
@@ -53,12 +56,6 @@ def _lengths(q_len, k_len, what: str) -> tuple[int, int]:
     return check_lengths(q_len, q_len if k_len is None else k_len, what=what)
 
 
-def _relative(q_len: int, k_len: int):
-    """``j - i`` (int32) for the last ``q_len`` of ``k_len`` positions."""
-    keys = ops.arange(k_len, dtype="int32")
-    return keys - ops.expand_dims(ops.arange(k_len - q_len, k_len, dtype="int32"), -1)
-
-
 class _AttentionBias(keras.layers.Layer):
     """Base of the bias layers: ``layer(q_len, k_len=None)`` with Python ints.
 
@@ -76,9 +73,9 @@ def alibi_slopes(num_heads: int):
     """ALiBi's per-head slopes (Press et al.), float32 ``(num_heads,)``.
 
     The geometric sequence ``2^(-8/n), 2^(-16/n), ..., 2^-8`` for a power of
-    two ``n``; otherwise the paper's recipe (the slopes of the closest lower
-    power of two, then every other slope of the next one). See
-    :func:`posenc.bias.alibi_slopes`.
+    two ``n``; otherwise the recipe of the authors' code (the slopes of the
+    closest lower power of two, then, appended, every other slope of the next
+    one, so the slopes no longer decrease). See :func:`posenc.bias.alibi_slopes`.
 
     Args:
         num_heads: positive int.
@@ -137,12 +134,15 @@ def alibi_bias(num_heads: int, q_len: int, k_len: int, *, causal: bool = True):
 class ALiBiBias(_AttentionBias):
     """ALiBi as a layer: the bias of :func:`alibi_bias`, cached and sliced.
 
-    No weights: the slopes are fixed. The layer keeps the square bias of the
-    longest length it has seen (rounded up to a power of two, at least 16) as
-    a NumPy array, and slices the ``(q_len, k_len)`` block it is asked for:
-    the rows of the last ``q_len`` positions and the first ``k_len`` columns.
-    The block enters the graph as a constant, so the layer works eagerly,
-    inside ``tf.function`` and under ``jit_compile``.
+    No weights: the slopes are fixed (the ``slopes`` attribute). The bias
+    depends on ``j - i`` only, so the layer caches one row per head as a NumPy
+    array, the bias of every offset up to the longest length ``S`` it has
+    seen (rounded up to a power of two, at least 16;
+    :func:`posenc.bias.alibi_row`, ``(num_heads, 2S - 1)``), and gathers the
+    ``(q_len, k_len)`` block it is asked for from it: one decoding query costs
+    ``num_heads * k_len`` numbers, never a square. The block enters the graph
+    as a constant, so the layer works eagerly, inside ``tf.function`` and
+    under ``jit_compile``.
 
     Args:
         num_heads: positive int.
@@ -174,15 +174,18 @@ class ALiBiBias(_AttentionBias):
         what = "ALiBiBias"
         self.num_heads = check_num_heads(num_heads, what=what)
         self.causal = check_bool("causal", causal, what=what)
-        self._cache = np.zeros((self.num_heads, 0, 0), np.float32)
+        self.slopes = alibi_slopes(self.num_heads)
+        self._cache = np.zeros((self.num_heads, 0), np.float32)
         self.built = True
 
     def call(self, q_len: int, k_len: int | None = None):
         q_len, k_len = _lengths(q_len, k_len, type(self).__name__)
-        if self._cache.shape[-1] < k_len:
+        size = (self._cache.shape[-1] + 1) // 2                  # offsets -(size-1) .. size-1
+        if size < k_len:
             size = max(16, 1 << (k_len - 1).bit_length())
-            self._cache = numpy_bias.alibi_bias(self.num_heads, size, size, causal=self.causal)
-        return ops.convert_to_tensor(self._cache[None, :, k_len - q_len:k_len, :k_len])
+            self._cache = numpy_bias.alibi_row(self.num_heads, size, causal=self.causal)
+        block = self._cache[:, relative_positions(q_len, k_len) + (size - 1)]
+        return ops.convert_to_tensor(block[None])
 
     def get_config(self):
         config = super().get_config()
@@ -191,6 +194,14 @@ class ALiBiBias(_AttentionBias):
 
 
 # --------------------------------------------------------------------------- T5
+
+def _cast(x, kind: str):
+    return ops.cast(x, "float32" if kind == "float" else "int32")
+
+
+#: The ops of :func:`posenc.bias.t5_bucket_map` in Keras.
+_OPS = {"log": ops.log, "where": ops.where, "minimum": ops.minimum, "cast": _cast}
+
 
 def t5_buckets(relative_position, *, bidirectional: bool = True, num_buckets: int = 32,
                max_distance: int = 128):
@@ -225,19 +236,8 @@ def t5_buckets(relative_position, *, bidirectional: bool = True, num_buckets: in
     bidirectional, num_buckets, max_distance = check_t5_buckets(
         bidirectional, num_buckets, max_distance, what=what)
     rel = as_indices(relative_position, name="relative_position", what=what)
-    if bidirectional:
-        num_buckets //= 2
-        buckets = ops.cast(rel > 0, "int32") * num_buckets
-        distance = ops.abs(rel)
-    else:
-        buckets = ops.zeros_like(rel)
-        distance = -ops.minimum(rel, 0)
-    max_exact = num_buckets // 2
-    scaled = (ops.log(ops.cast(ops.maximum(distance, 1), "float32") / np.float32(max_exact))
-              / np.float32(math.log(max_distance / max_exact))
-              * np.float32(num_buckets - max_exact))
-    large = ops.minimum(max_exact + ops.cast(scaled, "int32"), num_buckets - 1)
-    return buckets + ops.where(distance < max_exact, distance, large)
+    return numpy_bias.t5_bucket_map(rel, bidirectional=bidirectional, num_buckets=num_buckets,
+                                    max_distance=max_distance, **_OPS)
 
 
 @keras.saving.register_keras_serializable(package="posenc")
@@ -292,6 +292,8 @@ class T5RelativeBias(_AttentionBias):
 
     def call(self, q_len: int, k_len: int | None = None):
         q_len, k_len = _lengths(q_len, k_len, type(self).__name__)
+        if q_len == 0 or k_len == 0:      # JAX's take drops an axis of an empty gather
+            return ops.zeros((1, self.num_heads, q_len, k_len), "float32")
         # j - i runs over -(k_len - 1) .. q_len - 1: bucket those q_len + k_len - 1 values
         # once, then read each head's row at j - i + k_len - 1 (no per-entry logarithm).
         span = max(k_len, 1) - 1                             # k_len = 0: nothing to read
@@ -300,7 +302,8 @@ class T5RelativeBias(_AttentionBias):
                              num_buckets=self.num_buckets, max_distance=self.max_distance)
         table = ops.cast(self.relative_attention_bias, "float32")
         per_head = ops.transpose(ops.take(table, buckets, axis=0))   # (heads, q_len + k_len - 1)
-        return ops.expand_dims(ops.take(per_head, _relative(q_len, k_len) + span, axis=1), 0)
+        rel = relative_positions(q_len, k_len, partial(ops.arange, dtype="int32"))
+        return ops.expand_dims(ops.take(per_head, rel + span, axis=1), 0)
 
     def get_config(self):
         config = super().get_config()
@@ -398,6 +401,10 @@ class SwinRelativeBias(_AttentionBias):
         relative_position_bias_table: ``((2H-1) * (2W-1), num_heads)``,
         initialised with a normal of std 0.02 truncated at 2 std (Swin).
 
+    Attributes:
+        relative_position_index: int32 ``(H*W, H*W)``, :func:`swin_relative_index`
+        (a constant, not saved).
+
     Example:
         >>> swin = SwinRelativeBias(3, 7)
         >>> tuple(swin(49).shape)
@@ -418,14 +425,14 @@ class SwinRelativeBias(_AttentionBias):
             name="relative_position_bias_table",
             shape=(numpy_bias.swin_table_size(*self.window_size), self.num_heads),
             initializer=keras.initializers.TruncatedNormal(stddev=TABLE_INIT_STD))
-        self._index = numpy_bias.swin_relative_index(*self.window_size).astype(np.int32)
+        self.relative_position_index = swin_relative_index(*self.window_size)
         self.built = True
 
     def call(self, q_len: int, k_len: int | None = None):
         check_window_lengths(q_len, q_len if k_len is None else k_len, self.window_size,
                              what=type(self).__name__)
         table = ops.cast(self.relative_position_bias_table, "float32")
-        bias = ops.take(table, ops.convert_to_tensor(self._index), axis=0)
+        bias = ops.take(table, self.relative_position_index, axis=0)
         return ops.expand_dims(ops.transpose(bias, (2, 0, 1)), 0)
 
     def resized(self, new_window, *, mode: str = "bicubic") -> "SwinRelativeBias":

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from keras import ops
 
+from posenc.keras.bias import alibi_slopes
 from posenc.keras.rotary import convert_rope_layout
 from posenc.sinusoidal import sinusoidal_inv_freq
 
 __all__ = ["convert_rope_layout_one_head", "apply_rope_in_input_dtype", "clamped_encoding",
-           "sinusoidal_swapped", "starve_position_table"]
+           "sinusoidal_swapped", "starve_position_table", "alibi_bias_key_only"]
 
 
 def convert_rope_layout_one_head(weight, num_heads, *, to):
@@ -52,3 +53,15 @@ def starve_position_table(model):
     original = encoding.encoding
     encoding.encoding = lambda positions: ops.stop_gradient(original(positions))
     return model
+
+
+def alibi_bias_key_only(num_heads, q_len, k_len):
+    """WRONG in low precision: ALiBi's key-only form ``slope * j`` with the causal mask.
+
+    The softmax of a row ignores the row's constant ``-slope * i``, so in exact arithmetic
+    this gives ALiBi's attention; but the bias grows with the key's absolute position, and
+    once it is added in bfloat16 (a bfloat16 model) its rounding swamps the scores."""
+    slopes = ops.reshape(alibi_slopes(num_heads), (num_heads, 1, 1))
+    keys = ops.arange(k_len, dtype="float32")
+    queries = ops.expand_dims(ops.arange(k_len - q_len, k_len, dtype="float32"), -1)
+    return ops.where(keys > queries, float("-inf"), slopes * keys)

@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import math
+
 import keras
 from keras import ops
 
-from posenc.sinusoidal import grid_coordinates, sinusoidal_inv_freq
-from posenc._checks import check_base, check_even_dim, check_layout
-from posenc.keras._util import AdditiveEncoding, as_positions, result_dtype, wide_dtype
+from posenc._checks import check_base, check_even_dim, check_layout, check_numeric_dtype
+from posenc.keras._util import (
+    AdditiveEncoding,
+    as_positions,
+    dtype_of,
+    result_dtype,
+    wide_dtype,
+)
+from posenc.sinusoidal import (
+    check_coordinate_scale,
+    check_coordinate_width,
+    check_coordinates,
+    grid_coordinates,
+    sinusoidal_inv_freq,
+)
 
-__all__ = ["sinusoidal", "sinusoidal_2d", "SinusoidalEncoding"]
+__all__ = ["sinusoidal", "sinusoidal_2d", "SinusoidalEncoding", "coordinate_encoding"]
 
 
 def sinusoidal(positions, dim: int, *, base: float = 10000.0, layout: str = "interleaved"):
@@ -146,3 +160,53 @@ class SinusoidalEncoding(AdditiveEncoding):
         config = super().get_config()
         config.update({"dim": self.dim, "base": self.base, "layout": self.layout})
         return config
+
+
+# --------------------------------------------------------------------------- coordinates
+
+def coordinate_encoding(coords, dim: int, *, scale=2 * math.pi, base: float = 10000.0,
+                        layout: str = "interleaved"):
+    """Sinusoidal encoding of real coordinates: one sinusoid per coordinate, concatenated.
+
+    DETR (Carion et al., 2020) encodes the position of a feature-map cell by its
+    coordinates normalised to ``[0, 1]`` and multiplied by ``2 pi``, with the
+    sinusoid of Vaswani et al. applied to each axis and the two halves
+    concatenated, ``y`` first. Conditional DETR and DAB-DETR encode reference
+    points ``(x, y)`` and anchor boxes ``(x, y, w, h)`` of their object queries
+    the same way. For ``coords`` of shape ``(..., k)`` the result is
+    ``concat_c sinusoidal(scale_c * coords[..., c], dim // k)``: pass the
+    coordinates in the order you want their blocks (``(y, x)`` for DETR).
+
+    Args:
+        coords: float (or int) tensor ``(..., k)``, e.g. ``(y, x)`` in ``[0, 1]``.
+        dim: feature dimension, a multiple of ``2 * k``.
+        scale: positive number multiplying every coordinate, or one per
+            coordinate (e.g. ``1 / hop`` for seconds). Default ``2 * pi``.
+        base: wavelength base (DETR's ``temperature``). Default ``10000.0``.
+        layout: ``"interleaved"`` (DETR) or ``"concat"`` within each block.
+
+    Returns:
+        Tensor ``(..., dim)``: float32 for integer coordinates, else the
+        coordinates' dtype.
+
+    Example:
+        >>> centres = keras.ops.convert_to_tensor([[0.5, 0.25], [0.1, 0.9]])   # (y, x)
+        >>> tuple(coordinate_encoding(centres, 256).shape)
+        (2, 256)
+
+    References:
+        Carion et al., "End-to-End Object Detection with Transformers", ECCV 2020.
+        Liu et al., "DAB-DETR: Dynamic Anchor Boxes are Better Queries for DETR",
+        ICLR 2022.
+    """
+    what = "coordinate_encoding"
+    coords = ops.convert_to_tensor(coords)
+    check_numeric_dtype("coords", dtype_of(coords), what=what)
+    num = check_coordinates(coords.shape, what=what)
+    width = check_coordinate_width(dim, num, what=what)
+    scales = check_coordinate_scale(scale, num, what=what)
+    base, layout = check_base(base, what=what), check_layout(layout, what=what)
+    wide = ops.cast(coords, wide_dtype())
+    blocks = [sinusoidal(wide[..., c] * scales[c], width, base=base, layout=layout)
+              for c in range(num)]
+    return ops.cast(ops.concatenate(blocks, axis=-1), result_dtype(coords))

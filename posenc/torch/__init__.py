@@ -6,7 +6,8 @@ three places: the family's framework-free part is ``posenc/<family>.py``, its
 faces ``posenc/torch/<family>.py`` and ``posenc/keras/<family>.py``.
 
 * ``sinusoidal.py``: :func:`sinusoidal`, :func:`sinusoidal_2d`,
-  :class:`SinusoidalEncoding` (formulas in ``posenc/sinusoidal.py``).
+  :class:`SinusoidalEncoding`, :func:`coordinate_encoding` (DETR's sine embedding of
+  points and boxes) (formulas in ``posenc/sinusoidal.py``).
 * ``learned.py``: :func:`resize_table`, :func:`resize_table_2d`,
   :class:`LearnedEncoding` (``from_table``, ``resized``, ``resized_2d``,
   ``extended``), :class:`HybridEncoding`, :class:`LowRankEncoding`
@@ -14,12 +15,14 @@ faces ``posenc/torch/<family>.py`` and ``posenc/keras/<family>.py``.
   ``posenc/learned.py``).
 * ``regularization.py``: :class:`EncodingDropout`, :class:`ChannelDropout`,
   :class:`GaussianNoise`, :class:`RegularizedEncoding` (``posenc/regularization.py``).
-* ``structured.py``: :class:`ContinuousTimeEncoding`, :class:`Time2Vec`,
-  :func:`hierarchical`, :class:`HierarchicalEncoding`,
-  :func:`modality_positions`, :class:`MultimodalEncoding` (its modes are the
-  registry ``posenc.structured.MULTIMODAL_MODES``), :func:`coordinate_encoding`,
-  :func:`laplacian`, :func:`laplacian_positions`, :class:`LaplacianEncoding` (the
-  graph Laplacian and its eigenvectors in ``posenc/structured.py``).
+* ``time.py``: :class:`ContinuousTimeEncoding`, :class:`Time2Vec`
+  (``posenc/time.py``).
+* ``trees.py``: :func:`hierarchical`, :class:`HierarchicalEncoding`
+  (the index map of the levels in ``posenc/trees.py``).
+* ``modalities.py``: :func:`modality_positions`, :class:`MultimodalEncoding` (its modes
+  are the registry ``posenc.modalities.MULTIMODAL_MODES``).
+* ``graphs.py``: :func:`laplacian`, :func:`laplacian_positions`, :class:`LaplacianEncoding`
+  (the graph Laplacian and its eigenvectors in ``posenc/graphs.py``).
 * ``bias.py``: :func:`alibi_slopes`, :func:`alibi_bias`, :class:`ALiBiBias`,
   :func:`t5_buckets`, :class:`T5RelativeBias`, :func:`swin_relative_index`,
   :func:`resize_swin_bias_table`, :class:`SwinRelativeBias` (``SwinRelativeBias.resized``):
@@ -47,8 +50,8 @@ faces ``posenc/torch/<family>.py`` and ``posenc/keras/<family>.py``.
 * ``_util.py``: :class:`AdditiveEncoding`, the base of every class above that
   adds an encoding to token embeddings, and the tensor helpers.
 
-Every argument check is in ``posenc/_checks.py``, so both faces raise the same
-errors. Checks that read values out of a tensor (an index past a table's end)
+Every argument check is framework-free (a family's rules in ``posenc/<family>.py``, the
+shared ones in ``posenc/_checks.py``), so both faces raise the same errors. Checks that read values out of a tensor (an index past a table's end)
 run only on eager CPU tensors, in both faces: see "Checks that read the data"
 in the API reference.
 
@@ -59,21 +62,28 @@ module with ``importlib.import_module("posenc.torch.sinusoidal")``.
 
 from posenc.torch import attention as _attention
 from posenc.torch import bias as _bias
+from posenc.torch import graphs as _graphs
 from posenc.torch import learned as _learned
+from posenc.torch import modalities as _modalities
 from posenc.torch import regularization as _regularization
 from posenc.torch import rotary as _rotary
 from posenc.torch import shaw as _shaw
 from posenc.torch import sinusoidal as _sinusoidal
-from posenc.torch import structured as _structured
+from posenc.torch import time as _time
+from posenc.torch import trees as _trees
 from posenc.torch.sinusoidal import *  # noqa: F401,F403
 from posenc.torch.learned import *  # noqa: F401,F403
 from posenc.torch.regularization import *  # noqa: F401,F403
-from posenc.torch.structured import *  # noqa: F401,F403
+from posenc.torch.time import *  # noqa: F401,F403
+from posenc.torch.trees import *  # noqa: F401,F403
+from posenc.torch.modalities import *  # noqa: F401,F403
+from posenc.torch.graphs import *  # noqa: F401,F403
 from posenc.torch.bias import *  # noqa: F401,F403
 from posenc.torch.shaw import *  # noqa: F401,F403
 from posenc.torch.rotary import *  # noqa: F401,F403
 from posenc.torch.attention import *  # noqa: F401,F403
 
 __all__ = [*_sinusoidal.__all__, *_learned.__all__, *_regularization.__all__,
-           *_structured.__all__, *_bias.__all__, *_shaw.__all__, *_rotary.__all__,
+           *_time.__all__, *_trees.__all__, *_modalities.__all__, *_graphs.__all__,
+           *_bias.__all__, *_shaw.__all__, *_rotary.__all__,
            *_attention.__all__]

@@ -8,13 +8,13 @@ dtype). The queries are the last ``q_len`` of the ``k_len`` positions
 ``forward(q_len, k_len=None)`` (``k_len`` defaults to ``q_len``), and return
 float32 whatever the module's dtype or autocast.
 
-The framework-free parts (slopes, bucket and index maps) are in
-``posenc/bias.py``; the argument checks in ``posenc/_checks.py``.
+The framework-free parts (slopes, bucket and index maps, the family's
+argument rules) are in ``posenc/bias.py``.
 """
 
 from __future__ import annotations
 
-import math
+from functools import partial
 
 import torch
 from torch import nn
@@ -23,13 +23,16 @@ from posenc import bias as numpy_bias
 from posenc._checks import (
     check_bool,
     check_lengths,
+)
+from posenc.bias import (
+    TABLE_INIT_STD,
     check_num_heads,
     check_swin_table,
     check_t5_buckets,
     check_window,
     check_window_lengths,
 )
-from posenc.bias import TABLE_INIT_STD
+from posenc.positions import relative_positions
 from posenc.torch._util import as_indices, is_compiling
 from posenc.torch.learned import _as_table, resize_table_2d
 
@@ -50,21 +53,15 @@ def _lengths(q_len, k_len, what: str) -> tuple[int, int]:
     return check_lengths(q_len, q_len if k_len is None else k_len, what=what)
 
 
-def _relative(q_len: int, k_len: int, device=None) -> torch.Tensor:
-    """``j - i`` (int64) for the last ``q_len`` of ``k_len`` positions."""
-    keys = torch.arange(k_len, device=device)
-    return keys - torch.arange(k_len - q_len, k_len, device=device)[:, None]
-
-
 # --------------------------------------------------------------------------- ALiBi
 
 def alibi_slopes(num_heads: int) -> torch.Tensor:
     """ALiBi's per-head slopes (Press et al.), float32 ``(num_heads,)``.
 
     The geometric sequence ``2^(-8/n), 2^(-16/n), ..., 2^-8`` for a power of
-    two ``n``; otherwise the paper's recipe (the slopes of the closest lower
-    power of two, then every other slope of the next one). See
-    :func:`posenc.bias.alibi_slopes`.
+    two ``n``; otherwise the recipe of the authors' code (the slopes of the
+    closest lower power of two, then, appended, every other slope of the next
+    one, so the slopes no longer decrease). See :func:`posenc.bias.alibi_slopes`.
 
     Args:
         num_heads: positive int.
@@ -81,15 +78,6 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
         Enables Input Length Extrapolation", ICLR 2022, section 3.
     """
     return torch.as_tensor(numpy_bias.alibi_slopes(num_heads), dtype=torch.float32)
-
-
-def _alibi(slopes: torch.Tensor, q_len: int, k_len: int, causal: bool) -> torch.Tensor:
-    """``(heads, q_len, k_len)`` float32: ``slope * (j - i)``, ``-inf`` or ``-|j - i|`` beyond."""
-    rel = _relative(q_len, k_len, slopes.device).float()
-    slopes = slopes.float()[:, None, None]
-    if not causal:
-        return slopes * -rel.abs()
-    return torch.where(rel > 0, float("-inf"), slopes * rel)
 
 
 def alibi_bias(num_heads: int, q_len: int, k_len: int, *, causal: bool = True) -> torch.Tensor:
@@ -125,24 +113,22 @@ def alibi_bias(num_heads: int, q_len: int, k_len: int, *, causal: bool = True) -
         Press et al., "Train Short, Test Long: Attention with Linear Biases
         Enables Input Length Extrapolation", ICLR 2022.
     """
-    what = "alibi_bias"
-    num_heads = check_num_heads(num_heads, what=what)
-    q_len, k_len = check_lengths(q_len, k_len, what=what)
-    causal = check_bool("causal", causal, what=what)
-    return _alibi(alibi_slopes(num_heads), q_len, k_len, causal)
+    return torch.as_tensor(numpy_bias.alibi_bias(num_heads, q_len, k_len, causal=causal))
 
 
 class ALiBiBias(nn.Module):
     """ALiBi as a module: the bias of :func:`alibi_bias`, cached and sliced.
 
-    No parameters: the slopes are fixed. The module keeps the square bias of
-    the longest length it has seen (rounded up to a power of two, at least
-    16) and slices the ``(q_len, k_len)`` block it is asked for: the rows of
-    the last ``q_len`` positions and the first ``k_len`` columns. The cache
-    is float32 (rebuilt if the module is cast to another dtype) and not
-    saved in the state dict; it grows only in eager mode (under
-    ``torch.compile`` a call longer than the cache computes its bias
-    directly).
+    No parameters: the slopes are fixed (the ``slopes`` buffer). The bias
+    depends on ``j - i`` only, so the module caches one row per head, the
+    bias of every offset up to the longest length ``S`` it has seen (rounded
+    up to a power of two, at least 16; :func:`posenc.bias.alibi_row`,
+    ``(num_heads, 2S - 1)``), and gathers the ``(q_len, k_len)`` block it is
+    asked for from it: one decoding query costs ``num_heads * k_len``
+    numbers, never a square. The cache is float32 (rebuilt if the module is
+    cast to another dtype) and not saved in the state dict; it grows only in
+    eager mode (under ``torch.compile`` a call longer than the cache computes
+    its bias directly).
 
     Args:
         num_heads: positive int.
@@ -174,22 +160,44 @@ class ALiBiBias(nn.Module):
         self.num_heads = check_num_heads(num_heads, what=what)
         self.causal = check_bool("causal", causal, what=what)
         self.register_buffer("slopes", alibi_slopes(self.num_heads), persistent=False)
-        self.register_buffer("_cache", torch.empty(self.num_heads, 0, 0), persistent=False)
+        self.register_buffer("_cache", torch.empty(self.num_heads, 0), persistent=False)
 
     def extra_repr(self) -> str:
         return f"num_heads={self.num_heads}, causal={self.causal}"
 
+    def _bias(self, q_len: int, k_len: int) -> torch.Tensor:
+        """:func:`posenc.bias.alibi_bias` on the module's device."""
+        return torch.as_tensor(numpy_bias.alibi_bias(self.num_heads, q_len, k_len,
+                                                     causal=self.causal),
+                               device=self.slopes.device)
+
     def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
         q_len, k_len = _lengths(q_len, k_len, type(self).__name__)
-        if self._cache.shape[-1] < k_len or self._cache.dtype != torch.float32:
+        size = (self._cache.shape[-1] + 1) // 2                  # offsets -(size-1) .. size-1
+        if size < k_len or self._cache.dtype != torch.float32:
             if is_compiling():
-                return _alibi(self.slopes, q_len, k_len, self.causal)[None]
+                return self._bias(q_len, k_len)[None]
             size = max(16, 1 << (k_len - 1).bit_length())
-            self._cache = _alibi(self.slopes, size, size, self.causal)
-        return self._cache[None, :, k_len - q_len:k_len, :k_len]
+            self._cache = torch.as_tensor(
+                numpy_bias.alibi_row(self.num_heads, size, causal=self.causal),
+                device=self.slopes.device)
+        rel = relative_positions(q_len, k_len, partial(torch.arange, device=self._cache.device))
+        return self._cache[:, rel + (size - 1)][None]
 
 
 # --------------------------------------------------------------------------- T5
+
+def _cast(x, kind: str) -> torch.Tensor:
+    return x.float() if kind == "float" else x.long()
+
+
+def _minimum(x, bound: int) -> torch.Tensor:
+    return x.clamp(max=bound)
+
+
+#: The ops of :func:`posenc.bias.t5_bucket_map` in PyTorch.
+_OPS = {"log": torch.log, "where": torch.where, "minimum": _minimum, "cast": _cast}
+
 
 def t5_buckets(relative_position, *, bidirectional: bool = True, num_buckets: int = 32,
                max_distance: int = 128) -> torch.Tensor:
@@ -223,19 +231,10 @@ def t5_buckets(relative_position, *, bidirectional: bool = True, num_buckets: in
     bidirectional, num_buckets, max_distance = check_t5_buckets(
         bidirectional, num_buckets, max_distance, what=what)
     rel = as_indices(relative_position, name="relative_position", what=what)
-    if bidirectional:
-        num_buckets //= 2
-        buckets = (rel > 0).long() * num_buckets
-        distance = rel.abs()
-    else:
-        buckets = torch.zeros_like(rel)
-        distance = -rel.clamp(max=0)
-    max_exact = num_buckets // 2
     with torch.autocast(device_type=rel.device.type, enabled=False):
-        scaled = (torch.log(distance.clamp(min=1).float() / max_exact)
-                  / math.log(max_distance / max_exact) * (num_buckets - max_exact))
-    large = (max_exact + scaled.long()).clamp(max=num_buckets - 1)
-    return buckets + torch.where(distance < max_exact, distance, large)
+        return numpy_bias.t5_bucket_map(rel, bidirectional=bidirectional,
+                                        num_buckets=num_buckets, max_distance=max_distance,
+                                        **_OPS)
 
 
 class T5RelativeBias(nn.Module):
@@ -302,7 +301,8 @@ class T5RelativeBias(nn.Module):
         buckets = t5_buckets(distances, bidirectional=self.bidirectional,
                              num_buckets=self.num_buckets, max_distance=self.max_distance)
         per_head = table.float()[buckets].T                  # (heads, q_len + k_len - 1)
-        return per_head[:, _relative(q_len, k_len, table.device) + span][None]
+        rel = relative_positions(q_len, k_len, partial(torch.arange, device=table.device))
+        return per_head[:, rel + span][None]
 
 
 # --------------------------------------------------------------------------- Swin
@@ -392,6 +392,10 @@ class SwinRelativeBias(nn.Module):
     Weights:
         relative_position_bias_table: ``((2H-1) * (2W-1), num_heads)``,
         initialised with a normal of std 0.02 truncated at 2 std (Swin).
+
+    Attributes:
+        relative_position_index: int64 ``(H*W, H*W)``, :func:`swin_relative_index`
+        (a constant, not saved).
 
     Example:
         >>> swin = SwinRelativeBias(3, 7)

@@ -3,20 +3,34 @@
 from __future__ import annotations
 
 import functools
+import math
 
 import torch
 
-from posenc.sinusoidal import grid_coordinates, sinusoidal_inv_freq
-from posenc._checks import check_base, check_even_dim, check_layout, check_positive_int
+from posenc._checks import (
+    check_base,
+    check_even_dim,
+    check_layout,
+    check_numeric_dtype,
+    check_positive_int,
+)
+from posenc.sinusoidal import (
+    check_coordinate_scale,
+    check_coordinate_width,
+    check_coordinates,
+    grid_coordinates,
+    sinusoidal_inv_freq,
+)
 from posenc.torch._util import (
     AdditiveEncoding,
     as_positions,
+    dtype_of,
     is_compiling,
     result_dtype,
     wide_dtype,
 )
 
-__all__ = ["sinusoidal", "sinusoidal_2d", "SinusoidalEncoding"]
+__all__ = ["sinusoidal", "sinusoidal_2d", "SinusoidalEncoding", "coordinate_encoding"]
 
 
 def sinusoidal(positions, dim: int, *, base: float = 10000.0,
@@ -184,3 +198,53 @@ class SinusoidalEncoding(AdditiveEncoding):
             return self._table(positions)
         return sinusoidal(as_positions(positions, what="SinusoidalEncoding"), self.dim,
                           base=self.base, layout=self.layout)
+
+
+# --------------------------------------------------------------------------- coordinates
+
+def coordinate_encoding(coords, dim: int, *, scale=2 * math.pi, base: float = 10000.0,
+                        layout: str = "interleaved") -> torch.Tensor:
+    """Sinusoidal encoding of real coordinates: one sinusoid per coordinate, concatenated.
+
+    DETR (Carion et al., 2020) encodes the position of a feature-map cell by its
+    coordinates normalised to ``[0, 1]`` and multiplied by ``2 pi``, with the
+    sinusoid of Vaswani et al. applied to each axis and the two halves
+    concatenated, ``y`` first. Conditional DETR and DAB-DETR encode reference
+    points ``(x, y)`` and anchor boxes ``(x, y, w, h)`` of their object queries
+    the same way. For ``coords`` of shape ``(..., k)`` the result is
+    ``concat_c sinusoidal(scale_c * coords[..., c], dim // k)``: pass the
+    coordinates in the order you want their blocks (``(y, x)`` for DETR).
+
+    Args:
+        coords: float (or int) tensor ``(..., k)``, e.g. ``(y, x)`` in ``[0, 1]``.
+        dim: feature dimension, a multiple of ``2 * k``.
+        scale: positive number multiplying every coordinate, or one per
+            coordinate (e.g. ``1 / hop`` for seconds). Default ``2 * pi``.
+        base: wavelength base (DETR's ``temperature``). Default ``10000.0``.
+        layout: ``"interleaved"`` (DETR) or ``"concat"`` within each block.
+
+    Returns:
+        Tensor ``(..., dim)``: float32 for integer coordinates, else the
+        coordinates' dtype.
+
+    Example:
+        >>> centres = torch.tensor([[0.5, 0.25], [0.1, 0.9]])   # (y, x) of two points
+        >>> coordinate_encoding(centres, 256).shape
+        torch.Size([2, 256])
+
+    References:
+        Carion et al., "End-to-End Object Detection with Transformers", ECCV 2020.
+        Liu et al., "DAB-DETR: Dynamic Anchor Boxes are Better Queries for DETR",
+        ICLR 2022.
+    """
+    what = "coordinate_encoding"
+    coords = coords if torch.is_tensor(coords) else torch.as_tensor(coords)
+    check_numeric_dtype("coords", dtype_of(coords), what=what)
+    num = check_coordinates(coords.shape, what=what)
+    width = check_coordinate_width(dim, num, what=what)
+    scales = check_coordinate_scale(scale, num, what=what)
+    base, layout = check_base(base, what=what), check_layout(layout, what=what)
+    wide = coords.to(wide_dtype(coords.device))
+    blocks = [sinusoidal(wide[..., c] * scales[c], width, base=base, layout=layout)
+              for c in range(num)]
+    return torch.cat(blocks, dim=-1).to(result_dtype(coords))

@@ -1,103 +1,80 @@
-"""Structured positions (framework-free): times, trees, modalities, graphs.
+"""Graph positions (framework-free): the Laplacian, its eigenvectors, the argument rules.
 
-What both faces share beyond the sinusoid itself: the registry of the ways
-``MultimodalEncoding`` shares positions between modalities, and the index maps
-its modes and ``HierarchicalEncoding`` gather with. The index maps use only
-``+`` and ``*``, so one function serves NumPy arrays and the tensors of both
-faces alike. Graph positions (:func:`laplacian`, :func:`laplacian_positions`)
-are computed here, in float64 NumPy, once per graph; both faces return them as
-tensors. The argument checks of the family live in :mod:`posenc._checks`.
+Dwivedi et al.'s Laplacian eigenvector positions are computed here, in float64
+NumPy, once per graph (:func:`laplacian`, :func:`laplacian_positions`); both
+faces return them as tensors, and their ``LaplacianEncoding`` maps them to the
+model width with random sign flips.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
 import numpy as np
 
-from posenc._checks import (
-    check_adjacency,
-    check_bool,
-    check_eigenvector_count,
-    check_positive_int,
-)
-from posenc.learned import TABLE_INIT_STD
+from posenc._checks import _error, check_bool, check_positive_int
 
-__all__ = ["TABLE_INIT_STD", "MultimodalMode", "MULTIMODAL_MODES", "level_rows", "laplacian",
-           "laplacian_positions"]
+__all__ = ["laplacian", "laplacian_positions", "TRIVIAL_EIGENVALUE_TOL"]
 
 
-def level_rows(paths, level_offsets, max_children: int):
-    """Row of each tree level's table in ``level_tables`` flattened to ``(-1, dim)``.
+# --------------------------------------------------------------------------- argument rules
 
-    Level ``l`` of a path reads row ``l * max_children + paths[..., l]``
-    (padded ``-1`` levels are clipped to 0 and masked by the caller).
-
-    Example:
-        >>> import numpy as np
-        >>> level_rows(np.array([[2, 0, 1]]), np.arange(3), 4)
-        array([[2, 4, 9]])
-    """
-    return level_offsets * max_children + paths
-
-
-def _modality_table_rows(modality_ids, positions, max_len: int):
-    # per_modality: table m, row pos, in a (num_modalities * max_len, dim) table
-    return modality_ids * max_len + positions
-
-
-def _modality_rows(modality_ids, positions, max_len: int):
-    # shared_offset: one row per modality
-    return modality_ids
-
-
-@dataclass(frozen=True)
-class MultimodalMode:
-    """How one mode of ``MultimodalEncoding`` builds ``P``.
-
-    ``P = PE(pos)`` (when ``sinusoid``) ``+ table[row(ids, pos, max_len)]``
-    (when the mode has a ``table``), with the table flattened to
-    ``(-1, dim)``. Adding a mode is adding one entry to
-    :data:`MULTIMODAL_MODES`; both faces read it.
-
-    Attributes:
-        sinusoid: whether ``P`` contains the shared sinusoid (``dim`` must be even).
-        table: name of the learned weight, or ``None`` for none.
-        table_shape: ``(num_modalities, max_len, dim) -> shape`` of that weight.
-        row: ``(modality_ids, positions, max_len) -> row`` each token reads.
-        positions_index: whether ``row`` reads the positions (then they must be
-            integers below ``max_len``).
-    """
-
-    sinusoid: bool
-    table: str | None = None
-    table_shape: Callable[[int, int, int], tuple] | None = None
-    row: Callable | None = None
-    positions_index: bool = False
+def check_adjacency(adjacency, *, what: str = ""):
+    """A graph's ``(nodes, nodes)`` adjacency (a NumPy array or nested lists): numbers, finite,
+    non-negative, symmetric. Returns it as a float64 array, symmetrised exactly."""
+    a = np.asarray(adjacency)
+    if a.dtype == bool:
+        a = a.astype(np.float64)
+    if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
+        raise _error(what, f"adjacency must hold numbers (0/1 or edge weights), got dtype "
+                           f"{a.dtype}")
+    a = a.astype(np.float64)
+    if a.ndim != 2 or a.shape[0] != a.shape[1] or a.shape[0] == 0:
+        raise _error(what, f"adjacency must be a square (nodes, nodes) matrix, got "
+                           f"adjacency.shape={a.shape}",
+                     "pass the n x n adjacency (or weight) matrix of the graph")
+    if not np.all(np.isfinite(a)):
+        raise _error(what, "adjacency must be finite, got a NaN or infinite weight")
+    if np.any(a < 0):
+        i, j = (int(v) for v in np.argwhere(a < 0)[0])
+        raise _error(what, f"adjacency must hold non-negative edge weights, got "
+                           f"adjacency[{i}, {j}]={float(a[i, j])!r}",
+                     "use 0 for no edge and a positive weight for an edge")
+    close = np.isclose(a, a.T, rtol=1e-6, atol=1e-9)
+    if not np.all(close):
+        i, j = (int(v) for v in np.argwhere(~close)[0])
+        raise _error(what, f"adjacency must be symmetric (an undirected graph), got "
+                           f"adjacency[{i}, {j}]={float(a[i, j])!r} but "
+                           f"adjacency[{j}, {i}]={float(a[j, i])!r}",
+                     "use np.maximum(A, A.T) or (A + A.T) / 2 for the undirected graph")
+    return (a + a.T) / 2.0
 
 
-#: mode name -> :class:`MultimodalMode`.
-MULTIMODAL_MODES = {
-    "shared": MultimodalMode(sinusoid=True),
-    "per_modality": MultimodalMode(
-        sinusoid=False, table="modality_tables",
-        table_shape=lambda num_modalities, max_len, dim: (num_modalities, max_len, dim),
-        row=_modality_table_rows, positions_index=True),
-    "shared_offset": MultimodalMode(
-        sinusoid=True, table="modality_embedding",
-        table_shape=lambda num_modalities, max_len, dim: (num_modalities, dim),
-        row=_modality_rows),
-}
+def check_eigenvector_count(k: int, nodes: int, *, components: int | None = None,
+                            what: str = "") -> None:
+    """``k`` non-trivial eigenvectors exist: ``k <= nodes - components`` (one trivial
+    eigenvector per connected component; ``None``: not known yet, at least one)."""
+    if nodes < 2:
+        raise _error(what, "adjacency has a single node, whose only eigenvector is the trivial "
+                           "one", "Laplacian positions need a graph of at least 2 nodes")
+    if k > nodes - 1:
+        raise _error(what, f"k={k} is too large for a graph of {nodes} nodes: it has {nodes} "
+                           "eigenvectors, one of them trivial", f"use k <= {nodes - 1}")
+    if components is not None and k > nodes - components:
+        raise _error(what, f"k={k} exceeds the {nodes - components} non-trivial eigenvectors "
+                           f"of this graph ({nodes} nodes, {components} connected components, "
+                           "each with a trivial eigenvector)",
+                     f"use k <= {nodes - components}, or connect the graph")
 
-#: What ``MultimodalEncoding`` suggests when positions do not fit its tables.
-MULTIMODAL_TOO_SHORT = ("build it with a larger max_len, or restart positions per modality "
-                        "with modality_positions(...)")
 
+def check_eigenvectors_shape(shape, k: int, *, what: str = "") -> None:
+    """``eigenvectors`` are ``(..., nodes, k)``: one row of ``k`` entries per node."""
+    shape = tuple(shape)
+    if len(shape) < 2 or (shape[-1] is not None and shape[-1] != k):
+        raise _error(what, f"eigenvectors must have shape (nodes, k) or (batch, nodes, k) with "
+                           f"k={k}, got eigenvectors.shape={shape}",
+                     f"pass laplacian_positions(adjacency, {k}) or build the encoding with "
+                     "the k you computed")
 
-# --------------------------------------------------------------------------- graphs
-# Chapter 4: Laplacian eigenvector positions. (DETR's sine embedding of coordinates needs
-# nothing beyond the sinusoid: it is written in the faces from their sinusoidal().)
+# --------------------------------------------------------------------------- the Laplacian
 
 def laplacian(adjacency, *, normalized: bool = True) -> np.ndarray:
     """The graph Laplacian of a symmetric adjacency matrix, in float64.
