@@ -67,8 +67,8 @@ def test_layout_permutation_converts_weights_as_its_docstring_says(src, dst):
     np.testing.assert_allclose(x_dst @ w_src.T[perm], x_src @ w_src.T, atol=1e-12)  # Keras kernel
     assert not np.allclose(x_dst @ w_src[:, np.argsort(perm)].T, x_src @ w_src.T)
     text = " ".join(layout_permutation.__doc__.split())
-    assert "W_dst = W_src[:, perm]" in text and "K_dst = K_src[perm]" in text
-    assert "argsort" not in text
+    assert "W_dst = W_src[:, perm]" in text and "kernel_dst = kernel_src[perm]" in text
+    assert "W_src[:, np.argsort" not in text and "W_src[:, inverse]" not in text
 
 
 @pytest.mark.parametrize("dim", [2, 6, 32])
