@@ -29,7 +29,8 @@ Layouts: ``"half"`` pairs feature ``i`` with ``i + r/2`` (GPT-NeoX, Hugging
 Face's ``rotate_half``); ``"interleaved"`` pairs ``2i`` with ``2i + 1``
 (GPT-J, Meta's complex form). :func:`layout_permutation` is the row
 permutation of a q or k projection that turns one into the other. The
-argument checks live in :mod:`posenc._checks`.
+rules of RoPE's arguments (``check_head_dim``, ``check_rope_*``) are here too,
+next to the registry; the message builder is in :mod:`posenc._checks`.
 """
 
 from __future__ import annotations
@@ -40,11 +41,11 @@ from typing import Callable
 import numpy as np
 
 from posenc._checks import (
-    ROPE_LAYOUTS,
+    _error,
     check_base,
     check_choice,
-    check_head_dim,
-    check_rope_scaling,
+    check_float,
+    check_positive_int,
 )
 
 __all__ = [
@@ -56,6 +57,135 @@ __all__ = [
     "grid_positions",
 ]
 
+
+# --------------------------------------------------------------------------- the rules
+
+#: The two ways to pair a head's features (see the module docstring).
+ROPE_LAYOUTS = ("half", "interleaved")
+
+
+def check_head_dim(head_dim, *, name: str = "head_dim", multiple: int = 2,
+                   what: str = "") -> int:
+    """The number of rotated features: a positive integer, even (they rotate in pairs), or
+    a multiple of 4 for axial 2D RoPE (``multiple=4``: pairs for the rows and the columns)."""
+    head_dim = check_positive_int(name, head_dim, what=what)
+    if head_dim % multiple:
+        lower = head_dim - head_dim % multiple
+        reason = ("must be even (RoPE rotates the features in pairs)" if multiple == 2 else
+                  f"must be a multiple of {multiple} (pairs of features for the rows and "
+                  "as many for the columns)")
+        raise _error(what, f"{name} {reason}, got {name}={head_dim}",
+                     f"use {name}={lower + multiple}" + (f" or {name}={lower}" if lower else ""))
+    return head_dim
+
+
+def check_rope_layout(layout, *, what: str = "") -> str:
+    """``"half"`` (GPT-NeoX, Hugging Face) or ``"interleaved"`` (GPT-J, Meta)."""
+    return check_choice("layout", layout, ROPE_LAYOUTS, what=what,
+                        fix='"half" pairs feature i with i + r/2 (GPT-NeoX, Hugging Face), '
+                            '"interleaved" pairs 2i with 2i+1 (GPT-J, Meta); convert a '
+                            "checkpoint with convert_rope_layout")
+
+
+def check_rope_scaling(scaling, types, head_dim: int, seq_len, *, what: str = "") -> dict:
+    """A ``rope_scaling`` dict in Hugging Face's vocabulary, checked for its ``rope_type``.
+
+    ``types`` are the registry's names. Returns a plain dict with ``rope_type``
+    (``"default"`` for ``None``), and ``seq_len`` for ``dynamic``.
+    """
+    if scaling is None:
+        return {"rope_type": "default"}
+    if not isinstance(scaling, dict):
+        raise _error(what, f"scaling must be None or a dict such as {{'rope_type': 'linear', "
+                           f"'factor': 4.0}}, got scaling={scaling!r}")
+    params = dict(scaling)
+    rope_type = params.pop("rope_type", params.pop("type", None))
+    rope_type = check_choice("scaling['rope_type']", rope_type, types, what=what,
+                             fix="Hugging Face's rope_scaling vocabulary; 'ntk' is the static "
+                                 "NTK-aware rule, 'dynamic' the dynamic one")
+    params["rope_type"] = rope_type
+    if rope_type == "default":
+        return params
+    params["factor"] = check_float(
+        "scaling['factor']", params.get("factor"), at_least=1.0, what=what,
+        meaning="how many times longer the context becomes",
+        fix="a factor below 1 would shrink the context; use e.g. 4.0 for 4x the trained length")
+    if rope_type in ("ntk", "dynamic") and head_dim < 4:
+        raise _error(what, f"head_dim must be at least 4 for rope_type={rope_type!r} (the "
+                           f"new base is base * factor^(d/(d-2))), got head_dim={head_dim}",
+                     "use a wider head, or rope_type='linear'")
+    if rope_type in ("dynamic", "yarn", "llama3"):
+        params["original_max_position_embeddings"] = check_positive_int(
+            "scaling['original_max_position_embeddings']",
+            params.get("original_max_position_embeddings"), what=what,
+            fix="pass the context length the model was trained on, e.g. 4096")
+    if rope_type == "dynamic":
+        if seq_len is None:
+            raise _error(what, "rope_type='dynamic' needs seq_len (its base grows with the "
+                               "sequence), got seq_len=None",
+                         "pass seq_len=, the number of positions of the current sequence")
+        params["seq_len"] = check_positive_int("seq_len", seq_len, what=what)
+    if rope_type == "llama3":
+        low = check_float("scaling['low_freq_factor']", params.get("low_freq_factor"),
+                          above=0.0, what=what, fix="Llama 3 uses low_freq_factor=1.0")
+        high = check_float("scaling['high_freq_factor']", params.get("high_freq_factor"),
+                           above=low, what=what,
+                           fix="Llama 3 uses high_freq_factor=4.0 (above low_freq_factor)")
+        params["low_freq_factor"], params["high_freq_factor"] = low, high
+    return params
+
+
+def check_rope_features(num_freq, head_dim, *, name: str = "x", what: str = "") -> None:
+    """``inv_freq`` of ``n`` frequencies rotates ``2n`` features: at most ``head_dim``."""
+    if head_dim is not None and 2 * num_freq > head_dim:
+        raise _error(what, f"inv_freq has {num_freq} frequencies, which rotate {2 * num_freq} "
+                           f"features, but {name} has only head_dim={head_dim}",
+                     f"pass at most {head_dim // 2} frequencies "
+                     f"(rope_frequencies({head_dim - head_dim % 2}))")
+
+
+def check_rope_width(name: str, shape, head_dim: int, *, what: str = "") -> None:
+    """A layer's ``q`` or ``k`` is ``(..., seq, head_dim)`` with the layer's ``head_dim``."""
+    shape = tuple(shape)
+    if len(shape) >= 2 and shape[-1] is not None and shape[-1] != head_dim:
+        raise _error(what, f"{name} must be (..., seq, head_dim) with head_dim={head_dim}, got "
+                           f"{name}.shape={shape}",
+                     f"build the layer with head_dim={shape[-1]}, or split the heads first "
+                     "(batch, heads, seq, head_dim)")
+
+
+def check_rope_positions(shape, x_shape, *, name: str = "x", what: str = "") -> None:
+    """Positions ``(seq,)`` or ``(batch, seq)`` for ``x`` ``(batch, ..., seq, head_dim)``:
+    ``batch`` is ``x``'s first axis (or 1); ``None`` sizes pass."""
+    shape, x_shape = tuple(shape), tuple(x_shape)
+    seq = x_shape[-2] if len(x_shape) >= 2 else None
+
+    def same(a, b):
+        return a is None or b is None or a == b
+
+    ok = len(x_shape) >= 2 and (
+        (len(shape) == 1 and same(shape[0], seq))
+        or (len(shape) == 2 and len(x_shape) >= 3 and same(shape[1], seq)
+            and (shape[0] == 1 or same(shape[0], x_shape[0]))))
+    if not ok:
+        raise _error(what, f"positions must have shape (seq,) or (batch, seq) matching "
+                           f"{name}'s (batch, ..., seq, head_dim), got positions.shape={shape} "
+                           f"for {name}.shape={x_shape}", "pass one position per token")
+
+
+def check_rope_weight(shape, num_heads: int, *, what: str = "") -> int:
+    """A q or k projection weight ``(num_heads * head_dim, in_features)``, ``head_dim``
+    even; returns ``head_dim``."""
+    shape = tuple(shape)
+    if len(shape) != 2 or shape[0] % num_heads:
+        raise _error(what, f"weight must be (num_heads * head_dim, in_features) with "
+                           f"num_heads={num_heads}, got weight.shape={shape}",
+                     "pass a q or k projection weight as stored (out_features first), e.g. "
+                     "nn.Linear.weight, or the transpose of a Keras Dense kernel")
+    return check_head_dim(shape[0] // num_heads, what=what)
+
+
+# --------------------------------------------------------------------------- the scalings
 
 def _powers(d: int, base: float) -> np.ndarray:
     """``base^(2i/d)``, the wavelengths over ``2 pi``, float64 ``(d/2,)``."""

@@ -13,7 +13,7 @@ rotates a tensor ``(..., seq, head_dim)``, :class:`RotaryEmbedding` rotates
 Only ``keras.ops``: the angles are float32 whatever the dtype policy (a
 bfloat16 position near 65,536 would be 256 away from the true one), and cos
 and sin are cast to the input's dtype last. The frequencies and their
-registry are in ``posenc/rotary.py``, the checks in ``posenc/_checks.py``; the
+registry are in ``posenc/rotary.py``, its rules beside them; the
 PyTorch face mirrors this module name for name.
 """
 
@@ -27,17 +27,19 @@ from posenc import rotary as numpy_rotary
 from posenc._checks import (
     check_float,
     check_hw,
-    check_head_dim,
     check_int,
     check_positive_int,
     check_rank,
+)
+from posenc.keras._util import as_positions, dtype_of
+from posenc.rotary import (
+    check_head_dim,
     check_rope_features,
     check_rope_layout,
     check_rope_positions,
     check_rope_weight,
     check_rope_width,
 )
-from posenc.keras._util import as_positions, dtype_of
 
 __all__ = [
     "rope_frequencies",

@@ -18,8 +18,8 @@ eager mode the interleaved layout is one complex product, the half layout
 the backward is the same rotation with the angle negated; under
 ``torch.compile`` a plain formula is traced.
 
-The frequencies and their registry are in ``posenc/rotary.py``, the checks in
-``posenc/_checks.py``; the Keras face mirrors this module name for name.
+The frequencies and their registry are in ``posenc/rotary.py``, its rules beside
+them; the Keras face mirrors this module name for name.
 """
 
 from __future__ import annotations
@@ -31,18 +31,20 @@ from torch import nn
 from posenc import rotary as numpy_rotary
 from posenc._checks import (
     check_float,
-    check_head_dim,
     check_hw,
     check_int,
     check_positive_int,
     check_rank,
+)
+from posenc.torch._util import as_positions, is_compiling
+from posenc.rotary import (
+    check_head_dim,
     check_rope_features,
     check_rope_layout,
     check_rope_positions,
     check_rope_weight,
     check_rope_width,
 )
-from posenc.torch._util import as_positions, is_compiling
 
 __all__ = [
     "rope_frequencies",
