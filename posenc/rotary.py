@@ -35,6 +35,7 @@ next to the registry; the message builder is in :mod:`posenc._checks`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Callable
 
@@ -43,6 +44,7 @@ import numpy as np
 from posenc._checks import (
     _error,
     check_base,
+    check_bool,
     check_choice,
     check_float,
     check_positive_int,
@@ -51,8 +53,13 @@ from posenc._checks import (
 __all__ = [
     "ROPE_LAYOUTS",
     "ROPE_SCALINGS",
+    "ROPE_KEYS",
+    "Scaling",
+    "rope_config",
     "rope_frequencies",
     "checked_frequencies",
+    "RotarySetup",
+    "rotary_setup",
     "layout_permutation",
     "grid_positions",
 ]
@@ -85,54 +92,6 @@ def check_rope_layout(layout, *, what: str = "") -> str:
                         fix='"half" pairs feature i with i + r/2 (GPT-NeoX, Hugging Face), '
                             '"interleaved" pairs 2i with 2i+1 (GPT-J, Meta); convert a '
                             "checkpoint with convert_rope_layout")
-
-
-def check_rope_scaling(scaling, types, head_dim: int, seq_len, *, what: str = "") -> dict:
-    """A ``rope_scaling`` dict in Hugging Face's vocabulary, checked for its ``rope_type``.
-
-    ``types`` are the registry's names. Returns a plain dict with ``rope_type``
-    (``"default"`` for ``None``), and ``seq_len`` for ``dynamic``.
-    """
-    if scaling is None:
-        return {"rope_type": "default"}
-    if not isinstance(scaling, dict):
-        raise _error(what, f"scaling must be None or a dict such as {{'rope_type': 'linear', "
-                           f"'factor': 4.0}}, got scaling={scaling!r}")
-    params = dict(scaling)
-    rope_type = params.pop("rope_type", params.pop("type", None))
-    rope_type = check_choice("scaling['rope_type']", rope_type, types, what=what,
-                             fix="Hugging Face's rope_scaling vocabulary; 'ntk' is the static "
-                                 "NTK-aware rule, 'dynamic' the dynamic one")
-    params["rope_type"] = rope_type
-    if rope_type == "default":
-        return params
-    params["factor"] = check_float(
-        "scaling['factor']", params.get("factor"), at_least=1.0, what=what,
-        meaning="how many times longer the context becomes",
-        fix="a factor below 1 would shrink the context; use e.g. 4.0 for 4x the trained length")
-    if rope_type in ("ntk", "dynamic") and head_dim < 4:
-        raise _error(what, f"head_dim must be at least 4 for rope_type={rope_type!r} (the "
-                           f"new base is base * factor^(d/(d-2))), got head_dim={head_dim}",
-                     "use a wider head, or rope_type='linear'")
-    if rope_type in ("dynamic", "yarn", "llama3"):
-        params["original_max_position_embeddings"] = check_positive_int(
-            "scaling['original_max_position_embeddings']",
-            params.get("original_max_position_embeddings"), what=what,
-            fix="pass the context length the model was trained on, e.g. 4096")
-    if rope_type == "dynamic":
-        if seq_len is None:
-            raise _error(what, "rope_type='dynamic' needs seq_len (its base grows with the "
-                               "sequence), got seq_len=None",
-                         "pass seq_len=, the number of positions of the current sequence")
-        params["seq_len"] = check_positive_int("seq_len", seq_len, what=what)
-    if rope_type == "llama3":
-        low = check_float("scaling['low_freq_factor']", params.get("low_freq_factor"),
-                          above=0.0, what=what, fix="Llama 3 uses low_freq_factor=1.0")
-        high = check_float("scaling['high_freq_factor']", params.get("high_freq_factor"),
-                           above=low, what=what,
-                           fix="Llama 3 uses high_freq_factor=4.0 (above low_freq_factor)")
-        params["low_freq_factor"], params["high_freq_factor"] = low, high
-    return params
 
 
 def check_rope_features(num_freq, head_dim, *, name: str = "x", what: str = "") -> None:
@@ -187,9 +146,9 @@ def check_rope_weight(shape, num_heads: int, *, what: str = "") -> int:
 
 # --------------------------------------------------------------------------- the scalings
 
-def _powers(d: int, base: float) -> np.ndarray:
-    """``base^(2i/d)``, the wavelengths over ``2 pi``, float64 ``(d/2,)``."""
-    return base ** (np.arange(0, d, 2, dtype=np.float64) / d)
+def _powers(d: int, base: float, over: int | None = None) -> np.ndarray:
+    """``base^(2i/over)`` for ``i < d/2``, the wavelengths over ``2 pi``, float64 ``(d/2,)``."""
+    return base ** (np.arange(0, d, 2, dtype=np.float64) / (over or d))
 
 
 def _default(d: int, base: float, params: dict) -> tuple[np.ndarray, float]:
@@ -229,15 +188,13 @@ def _yarn(d: int, base: float, params: dict) -> tuple[np.ndarray, float]:
             attention_factor = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim)
         else:
             attention_factor = _yarn_mscale(factor)
-    beta_fast = params.get("beta_fast") or 32.0
-    beta_slow = params.get("beta_slow") or 1.0
 
     def dim_of(rotations: float) -> float:
         # The pair index whose wavelength fits ``rotations`` turns into the original length.
         return d * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(base))
 
-    low, high = dim_of(beta_fast), dim_of(beta_slow)
-    if params.get("truncate", True):
+    low, high = dim_of(params["beta_fast"]), dim_of(params["beta_slow"])
+    if params["truncate"]:
         low, high = math.floor(low), math.ceil(high)
     low, high = max(low, 0), min(high, d - 1)
     if low == high:
@@ -254,22 +211,233 @@ def _llama3(d: int, base: float, params: dict) -> tuple[np.ndarray, float]:
     low, high = params["low_freq_factor"], params["high_freq_factor"]
     inv_freq = 1.0 / _powers(d, base)
     wavelen = 2 * math.pi / inv_freq
-    smooth = (original / wavelen - low) / (high - low)
-    blended = (1.0 - smooth) * inv_freq / factor + smooth * inv_freq
     out = np.where(wavelen > original / low, inv_freq / factor, inv_freq)
     medium = (wavelen >= original / high) & (wavelen <= original / low)
+    if high == low:   # no blend (Llama 4): at most a wavelength exactly at the edge, kept
+        return out, 1.0
+    smooth = (original / wavelen - low) / (high - low)
+    blended = (1.0 - smooth) * inv_freq / factor + smooth * inv_freq
     return np.where(medium, blended, out), 1.0
 
 
-#: ``rope_type`` -> ``f(head_dim, base, params) -> (inv_freq float64, attention_factor)``.
-ROPE_SCALINGS: dict[str, Callable[[int, float, dict], tuple[np.ndarray, float]]] = {
-    "default": _default,
-    "linear": _linear,
-    "ntk": _ntk,
-    "dynamic": _dynamic,
-    "yarn": _yarn,
-    "llama3": _llama3,
+def _longrope(d: int, base: float, params: dict) -> tuple[np.ndarray, float]:
+    original = params["original_max_position_embeddings"]
+    seq_len = params.get("seq_len")
+    long = seq_len is not None and seq_len > original
+    ext = np.asarray(params["long_factor" if long else "short_factor"], np.float64)
+    attention_factor = params.get("attention_factor")
+    if attention_factor is None:
+        factor = params["factor"]
+        attention_factor = (1.0 if factor <= 1.0 else
+                            math.sqrt(1.0 + math.log(factor) / math.log(original)))
+    return 1.0 / (ext * _powers(d, base)), float(attention_factor)
+
+
+def _proportional(d: int, base: float, params: dict) -> tuple[np.ndarray, float]:
+    # ``d`` is the whole head here: the first pairs turn with exponents over ``d``, the rest
+    # (the ``1 - partial_rotary_factor`` share) get frequency 0 and never turn.
+    rotated = int(params.get("partial_rotary_factor", 1.0) * d // 2)
+    inv_freq = np.zeros(d // 2, np.float64)
+    inv_freq[:rotated] = 1.0 / _powers(2 * rotated, base, over=d)
+    return inv_freq / params["factor"], 1.0
+
+
+def _factor(name, value, params, *, what):
+    return check_float(name, value, at_least=1.0, what=what,
+                       meaning="how many times longer the context becomes",
+                       fix="a factor below 1 would shrink the context; use e.g. 4.0 for 4x the "
+                           "trained length")
+
+
+def _original(name, value, params, *, what):
+    return check_positive_int(name, value, what=what,
+                              fix="pass the context length the model was trained on, e.g. 4096")
+
+
+def _positive(fix):
+    def check(name, value, params, *, what):
+        return check_float(name, value, above=0.0, what=what, fix=fix)
+    return check
+
+
+def _optional(check):
+    def maybe(name, value, params, *, what):
+        return None if value is None else check(name, value, params, what=what)
+    return maybe
+
+
+def _high_freq_factor(name, value, params, *, what):
+    return check_float(name, value, at_least=params["low_freq_factor"], what=what,
+                       fix="Llama 3 uses high_freq_factor=4.0 (at least low_freq_factor)")
+
+
+def _truncate(name, value, params, *, what):
+    return check_bool(name, value, what=what)
+
+
+def _pair_factors(name, value, params, *, what):
+    try:
+        values = np.asarray(value, np.float64)
+    except (TypeError, ValueError):
+        values = np.full(0, np.nan)
+    n = params["_pairs"]
+    if values.ndim != 1 or len(values) != n or not np.all(np.isfinite(values) & (values > 0)):
+        raise _error(what, f"{name} must be a list of {n} positive numbers (one per rotated pair "
+                           f"of features), got {name}={value!r}",
+                     "pass the list of the checkpoint's config, of head_dim // 2 numbers")
+    return [float(v) for v in values]
+
+
+def _partial(name, value, params, *, what):
+    value = check_float(name, value, above=0.0, what=what,
+                        fix="the share of each head's features that rotate, e.g. 0.25")
+    if value > 1.0:
+        raise _error(what, f"{name} must be at most 1 (the share of the head that rotates), "
+                           f"got {name}={value!r}", "use a number in (0, 1], e.g. 0.25")
+    return value
+
+
+#: The keys of a scaling dict: ``key -> check(name, value, params, what=) -> value``; the
+#: checks run in this order, so that ``high_freq_factor`` sees ``low_freq_factor``.
+ROPE_KEYS: dict[str, Callable] = {
+    "rope_theta": _positive("use the checkpoint's rope_theta, e.g. 10000.0 or 500000.0"),
+    "partial_rotary_factor": _partial,
+    "factor": _factor,
+    "original_max_position_embeddings": _original,
+    "low_freq_factor": _positive("Llama 3 uses low_freq_factor=1.0"),
+    "high_freq_factor": _high_freq_factor,
+    "beta_fast": _positive("YaRN uses beta_fast=32"),
+    "beta_slow": _positive("YaRN uses beta_slow=1"),
+    "attention_factor": _optional(_positive("omit it for the type's own factor")),
+    "mscale": _optional(_positive("DeepSeek V3 uses mscale=1.0")),
+    "mscale_all_dim": _optional(_positive("DeepSeek V3 uses mscale_all_dim=1.0")),
+    "truncate": _truncate,
+    "short_factor": _pair_factors,
+    "long_factor": _pair_factors,
 }
+
+#: Keys every type takes.
+COMMON_KEYS = ("rope_type", "rope_theta", "partial_rotary_factor")
+
+
+@dataclasses.dataclass(frozen=True)
+class Scaling:
+    """One rope type: its frequencies and the keys of its dict.
+
+    ``frequencies(d, base, params) -> (inv_freq float64, attention_factor)``;
+    ``required`` keys must be given, ``defaults`` are the optional keys with the
+    value they take when missing (``None``: none); ``by_length`` types change
+    their frequencies with the sequence length (``seq_len``); ``min_dim`` is the
+    narrowest rotated width the formula allows; ``whole_head`` types get the
+    whole head even with ``partial_rotary_factor`` (they rotate part of it by
+    giving the other pairs frequency 0).
+    """
+
+    frequencies: Callable[[int, float, dict], tuple[np.ndarray, float]]
+    required: tuple[str, ...] = ()
+    defaults: dict = dataclasses.field(default_factory=dict)
+    by_length: bool = False
+    min_dim: int = 2
+    whole_head: bool = False
+
+    def keys(self) -> tuple[str, ...]:
+        return COMMON_KEYS + self.required + tuple(self.defaults)
+
+
+_YARN_DEFAULTS = {"beta_fast": 32.0, "beta_slow": 1.0, "attention_factor": None, "mscale": None,
+                  "mscale_all_dim": None, "truncate": True}
+
+#: ``rope_type`` -> :class:`Scaling`, keyed by Hugging Face's names (``ntk`` is the static
+#: NTK-aware rule, which Hugging Face does not have).
+ROPE_SCALINGS: dict[str, Scaling] = {
+    "default": Scaling(_default),
+    "linear": Scaling(_linear, ("factor",)),
+    "ntk": Scaling(_ntk, ("factor",), min_dim=4),
+    "dynamic": Scaling(_dynamic, ("factor", "original_max_position_embeddings"), by_length=True,
+                       min_dim=4),
+    "yarn": Scaling(_yarn, ("factor", "original_max_position_embeddings"), _YARN_DEFAULTS),
+    "llama3": Scaling(_llama3, ("factor", "original_max_position_embeddings", "low_freq_factor",
+                                "high_freq_factor")),
+    "longrope": Scaling(_longrope, ("short_factor", "long_factor",
+                                    "original_max_position_embeddings"),
+                        {"factor": 1.0, "attention_factor": None}, by_length=True),
+    "proportional": Scaling(_proportional, (), {"factor": 1.0}, whole_head=True),
+}
+
+_DEFAULT_BASE = 10000.0
+
+
+def rope_config(scaling, *, base: float = _DEFAULT_BASE, what: str = "rope_frequencies",
+                arg: str = "scaling") -> dict:
+    """A scaling dict checked once and normalised, for :func:`rope_frequencies` and the layers.
+
+    Reads Hugging Face's vocabulary, v4 (``rope_scaling``, the legacy key
+    ``type``) and v5 (``rope_parameters``, with ``rope_theta`` and
+    ``partial_rotary_factor`` inside): the result has ``rope_type``, every key the
+    type requires, its optional keys with their defaults, and ``rope_theta`` and
+    ``partial_rotary_factor`` only where given. A key the type does not take is
+    refused, as is a ``rope_theta`` that contradicts a ``base`` other than the
+    default. Errors start with ``what`` and name the argument ``arg``.
+
+    Args:
+        scaling: ``None`` (no scaling) or a dict, e.g. ``{"rope_type": "yarn",
+            "factor": 4.0, "original_max_position_embeddings": 32768}``.
+        base: the base given beside it (checked against ``rope_theta``).
+        what: the function or class being called, for the messages.
+        arg: the name of ``scaling`` in that call, e.g. ``"rope_scaling"``.
+
+    Returns:
+        A new dict; passing it again returns an equal dict.
+
+    Example:
+        >>> rope_config({"type": "linear", "factor": 2.0})
+        {'rope_type': 'linear', 'factor': 2.0}
+        >>> rope_config({"rope_type": "yarn", "factor": 4.0, "beta_fst": 8.0,
+        ...              "original_max_position_embeddings": 4096})
+        Traceback (most recent call last):
+        ...
+        ValueError: rope_frequencies: scaling['beta_fst'] is not a key of rope_type='yarn' (its keys: rope_type, rope_theta, partial_rotary_factor, factor, original_max_position_embeddings, beta_fast, beta_slow, attention_factor, mscale, mscale_all_dim, truncate), got scaling['beta_fst']=8.0; remove it or correct its spelling.
+    """
+    if scaling is None:
+        return {"rope_type": "default"}
+    if not isinstance(scaling, dict):
+        raise _error(what, f"{arg} must be None or a dict such as {{'rope_type': 'linear', "
+                           f"'factor': 4.0}}, got {arg}={scaling!r}")
+    given = dict(scaling)
+    legacy = given.pop("type", None)
+    rope_type = given.pop("rope_type", None) or legacy or "default"
+    rope_type = check_choice(f"{arg}['rope_type']", rope_type, tuple(ROPE_SCALINGS), what=what,
+                             fix="Hugging Face's rope_scaling vocabulary; 'ntk' is the static "
+                                 "NTK-aware rule, 'dynamic' the dynamic one")
+    spec = ROPE_SCALINGS[rope_type]
+    for key, value in given.items():
+        if key not in spec.keys():
+            raise _error(what, f"{arg}[{key!r}] is not a key of rope_type={rope_type!r} (its "
+                               f"keys: {', '.join(spec.keys())}), got {arg}[{key!r}]={value!r}",
+                         "remove it or correct its spelling")
+    params = {"rope_type": rope_type}
+    for key, check in ROPE_KEYS.items():
+        value = given.get(key)
+        if value is None and key in spec.defaults:
+            value = params[key] = spec.defaults[key]
+            if value is None:
+                continue
+        elif value is None and key not in spec.required:
+            continue
+        if key in ("short_factor", "long_factor"):
+            continue   # their length depends on head_dim: checked by rope_frequencies
+        params[key] = check(f"{arg}[{key!r}]", value, params, what=what)
+    for key in ("short_factor", "long_factor"):
+        if key in spec.required:
+            params[key] = given.get(key)
+    theta = params.get("rope_theta")
+    base = check_base(base, what=what)
+    if theta is not None and base != _DEFAULT_BASE and base != theta:
+        raise _error(what, f"base and {arg}['rope_theta'] disagree, got base={base!r} and "
+                           f"{arg}['rope_theta']={theta!r}",
+                     "give the base once: as base=, or as rope_theta")
+    return {key: params[key] for key in ("rope_type", *spec.required, *spec.defaults,
+                                         "rope_theta", "partial_rotary_factor") if key in params}
 
 
 def rope_frequencies(head_dim: int, *, base: float = 10000.0, scaling: dict | None = None,
@@ -277,22 +445,32 @@ def rope_frequencies(head_dim: int, *, base: float = 10000.0, scaling: dict | No
     """RoPE's inverse frequencies and attention factor, with an optional context scaling.
 
     Args:
-        head_dim: the number of rotated features ``d``, even (with partial
-            rotary, the rotated part only).
+        head_dim: the number of rotated features ``d``, even; with
+            ``partial_rotary_factor`` in ``scaling``, the width of the whole head,
+            of which ``int(head_dim * partial_rotary_factor)`` features rotate.
         base: the wavelength base ``theta``; 10000.0 (Su et al.), Llama 3 uses
-            500000.0.
-        scaling: ``None`` or a dict in Hugging Face's ``rope_scaling``
-            vocabulary: ``{"rope_type": "linear" | "ntk" | "dynamic" | "yarn"
-            | "llama3", "factor": ..., ...}``; ``dynamic``, ``yarn`` and
-            ``llama3`` also need ``original_max_position_embeddings``,
-            ``llama3`` ``low_freq_factor`` and ``high_freq_factor``; ``yarn``
-            takes ``beta_fast`` (32), ``beta_slow`` (1), ``attention_factor``,
-            ``mscale``, ``mscale_all_dim``, ``truncate`` (True).
-        seq_len: the current sequence length, needed by ``dynamic`` only.
+            500000.0. A ``rope_theta`` in ``scaling`` gives it too.
+        scaling: ``None`` or a dict in Hugging Face's vocabulary (``rope_scaling``
+            or v5's ``rope_parameters``; see :func:`rope_config`): ``{"rope_type":
+            "linear" | "ntk" | "dynamic" | "yarn" | "llama3" | "longrope" |
+            "proportional", "factor": ..., ...}``; ``dynamic``, ``yarn``,
+            ``llama3`` and ``longrope`` need ``original_max_position_embeddings``,
+            ``llama3`` ``low_freq_factor`` and ``high_freq_factor`` (equal ones
+            allowed: no blend), ``longrope`` ``short_factor`` and ``long_factor``
+            (``head_dim // 2`` numbers each; optional ``factor``, 1.0, and
+            ``attention_factor``); ``yarn`` takes ``beta_fast`` (32), ``beta_slow``
+            (1), ``attention_factor``, ``mscale``, ``mscale_all_dim``, ``truncate``
+            (True); ``proportional`` (Gemma 4's p-RoPE) takes ``factor`` (1.0).
+            Every type takes ``rope_theta`` and ``partial_rotary_factor``.
+        seq_len: the current sequence length (the largest position + 1), used by
+            ``dynamic`` (required) and ``longrope`` (``long_factor`` beyond
+            ``original_max_position_embeddings``, ``short_factor`` up to it or
+            without ``seq_len``).
 
     Returns:
-        ``(inv_freq, attention_factor)``: float32 NumPy array ``(head_dim // 2,)``
-        and a Python float (1.0 except for YaRN).
+        ``(inv_freq, attention_factor)``: float32 NumPy array ``(d // 2,)``, ``d``
+        the rotated width (``head_dim // 2`` frequencies for ``proportional``, the
+        unrotated pairs 0), and a Python float (1.0 except for YaRN and LongRoPE).
 
     Example:
         >>> inv_freq, factor = rope_frequencies(8)
@@ -300,25 +478,112 @@ def rope_frequencies(head_dim: int, *, base: float = 10000.0, scaling: dict | No
         array([1.   , 0.1  , 0.01 , 0.001], dtype=float32)
         >>> rope_frequencies(8, scaling={"rope_type": "linear", "factor": 4.0})[0]
         array([0.25   , 0.025  , 0.0025 , 0.00025], dtype=float32)
+        >>> rope_frequencies(4, scaling={"rope_type": "default", "rope_theta": 100.0})[0]
+        array([1. , 0.1], dtype=float32)
 
     References:
         Su et al., "RoFormer: Enhanced Transformer with Rotary Position
         Embedding", 2021; Chen et al., "Extending Context Window of Large
         Language Models via Positional Interpolation", 2023; Peng et al.,
         "YaRN: Efficient Context Window Extension of Large Language Models",
-        ICLR 2024.
+        ICLR 2024; Ding et al., "LongRoPE: Extending LLM Context Window Beyond 2
+        Million Tokens", ICML 2024.
     """
-    return checked_frequencies(head_dim, base, scaling, seq_len, what="rope_frequencies")
+    inv_freq, attention_factor = frequencies64(head_dim, base, scaling, seq_len,
+                                               what="rope_frequencies")
+    return inv_freq.astype(np.float32), attention_factor
 
 
 def checked_frequencies(head_dim: int, base: float, scaling: dict | None, seq_len: int | None,
-                        *, what: str) -> tuple[np.ndarray, float]:
+                        *, what: str, arg: str = "scaling") -> tuple[np.ndarray, float]:
     """:func:`rope_frequencies` for the caller ``what`` (whose name its errors carry)."""
+    inv_freq, attention_factor = frequencies64(head_dim, base, scaling, seq_len, what=what,
+                                               arg=arg)
+    return inv_freq.astype(np.float32), attention_factor
+
+
+def frequencies64(head_dim: int, base: float, scaling: dict | None, seq_len: int | None,
+                  *, what: str, arg: str = "scaling") -> tuple[np.ndarray, float]:
+    """:func:`checked_frequencies` in float64 (for exact angles, :func:`angle_terms`)."""
     head_dim = check_head_dim(head_dim, what=what)
+    params = rope_config(scaling, base=base, what=what, arg=arg)
+    base = params.get("rope_theta") or check_base(base, what=what)
+    spec = ROPE_SCALINGS[params["rope_type"]]
+    d = head_dim
+    if "partial_rotary_factor" in params and not spec.whole_head:
+        d = check_head_dim(int(head_dim * params["partial_rotary_factor"]),
+                           name="int(head_dim * partial_rotary_factor)", what=what)
+    if d < spec.min_dim:
+        raise _error(what, f"head_dim must be at least {spec.min_dim} for rope_type="
+                           f"{params['rope_type']!r} (the new base is base * factor^(d/(d-2))), "
+                           f"got head_dim={d}", "use a wider head, or rope_type='linear'")
+    params["_pairs"] = d // 2
+    for key in ("short_factor", "long_factor"):
+        if key in params:
+            params[key] = _pair_factors(f"{arg}[{key!r}]", params[key], params, what=what)
+    if params["rope_type"] == "dynamic" and seq_len is None:
+        raise _error(what, "rope_type='dynamic' needs seq_len (its base grows with the "
+                           "sequence), got seq_len=None",
+                     "pass seq_len=, the number of positions of the current sequence")
+    if seq_len is not None and spec.by_length:
+        params["seq_len"] = check_positive_int("seq_len", seq_len, what=what)
+    inv_freq, attention_factor = spec.frequencies(d, base, params)
+    return np.asarray(inv_freq, np.float64), float(attention_factor)
+
+
+@dataclasses.dataclass(frozen=True)
+class RotarySetup:
+    """What a :class:`RotaryEmbedding` layer needs, checked once (:func:`rotary_setup`).
+
+    ``config`` is the normalised scaling (:func:`rope_config`), ``rotary_dim`` the
+    features that turn, ``by_length`` whether the frequencies follow the length;
+    ``frequencies(seq_len)`` gives the float64 ``inv_freq`` and the attention
+    factor for a sequence of ``seq_len`` positions (the largest position + 1).
+    """
+
+    config: dict
+    head_dim: int
+    rotary_dim: int
+    base: float
+    max_len: int
+    by_length: bool
+    _width: int
+
+    def frequencies(self, seq_len: int | None = None) -> tuple[np.ndarray, float]:
+        return frequencies64(self._width, self.base, self.config,
+                             (seq_len or self.max_len) if self.by_length else None, what="")
+
+
+def rotary_setup(head_dim, rotary_dim, base, scaling, max_len: int, *, what: str,
+                 arg: str = "scaling") -> RotarySetup:
+    """The checks and the frequencies of ``RotaryEmbedding(head_dim, base=, scaling=,
+    rotary_dim=, max_len=)``, shared by both faces.
+
+    With ``partial_rotary_factor`` in ``scaling`` the rotated width is
+    ``int(head_dim * partial_rotary_factor)`` (``head_dim`` for ``proportional``,
+    whose other pairs have frequency 0), and ``rotary_dim``, if given, must equal it.
+    """
+    head_dim = check_head_dim(head_dim, what=what)
+    config = rope_config(scaling, base=base, what=what, arg=arg)
     base = check_base(base, what=what)
-    params = check_rope_scaling(scaling, tuple(ROPE_SCALINGS), head_dim, seq_len, what=what)
-    inv_freq, attention_factor = ROPE_SCALINGS[params["rope_type"]](head_dim, base, params)
-    return inv_freq.astype(np.float32), float(attention_factor)
+    spec = ROPE_SCALINGS[config["rope_type"]]
+    partial = "partial_rotary_factor" in config
+    if not partial:
+        rotary_dim = (head_dim if rotary_dim is None
+                      else check_head_dim(rotary_dim, name="rotary_dim", what=what))
+    width = head_dim if partial else rotary_dim
+    inv_freq, _ = frequencies64(width, base, config, max_len if spec.by_length else None,
+                                what=what, arg=arg)
+    if partial:
+        if rotary_dim is not None and rotary_dim != 2 * len(inv_freq):
+            raise _error(what, f"rotary_dim and {arg}['partial_rotary_factor'] disagree, got "
+                               f"rotary_dim={rotary_dim!r} for int(head_dim * "
+                               f"partial_rotary_factor)={2 * len(inv_freq)}",
+                         "give the rotated width once: as rotary_dim=, or as "
+                         "partial_rotary_factor")
+        rotary_dim = 2 * len(inv_freq)
+    check_rope_features(rotary_dim // 2, head_dim, name="q", what=what)
+    return RotarySetup(config, head_dim, rotary_dim, base, max_len, spec.by_length, width)
 
 
 def layout_permutation(head_dim: int, to: str) -> np.ndarray:

@@ -376,3 +376,52 @@ def test_keras_mixed_bfloat16_layer_near_65536(mixed_bfloat16):
     assert keras.backend.standardize_dtype(q_rot.dtype) == "bfloat16"
     inv_freq, _ = rotary.rope_frequencies(64)
     assert np.abs(np32(q_rot) - rope_np(x, POSITIONS_NEAR_64K, inv_freq, "half")).max() < 0.05
+
+
+# --------------------------------------------------------------------------- rope_config
+
+def test_every_registry_entry_lists_its_keys():
+    """A type's required keys are enough, and they are all keys the rules know."""
+    values = {"factor": 2.0, "original_max_position_embeddings": 64, "low_freq_factor": 1.0,
+              "high_freq_factor": 4.0, "short_factor": [1.0] * 4, "long_factor": [2.0] * 4}
+    for name, spec in rotary.ROPE_SCALINGS.items():
+        assert set(spec.keys()) <= set(rotary.ROPE_KEYS) | {"rope_type"}, name
+        given = {"rope_type": name, **{key: values[key] for key in spec.required}}
+        assert rotary.rope_config(given)["rope_type"] == name
+        inv_freq, _ = rotary.rope_frequencies(8, scaling=given, seq_len=100)
+        assert inv_freq.shape == (4,) and np.all(np.isfinite(inv_freq)), name
+
+
+def test_rope_config_normalises_once():
+    legacy = {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
+    config = rotary.rope_config(legacy)
+    assert config == {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64,
+                      "beta_fast": 32.0, "beta_slow": 1.0, "attention_factor": None,
+                      "mscale": None, "mscale_all_dim": None, "truncate": True}
+    assert rotary.rope_config(config) == config
+    assert rotary.rope_config(None) == {"rope_type": "default"}
+    assert rotary.rope_config({"rope_theta": 5e5}) == {"rope_type": "default", "rope_theta": 5e5}
+    np.testing.assert_array_equal(rotary.rope_frequencies(16, scaling=config)[0],
+                                  rotary.rope_frequencies(16, scaling=legacy)[0])
+
+
+def test_rope_config_names_its_caller_and_argument():
+    with pytest.raises(ValueError, match=r"^Transformer: rope_scaling\['factor'\] must be"):
+        rotary.rope_config({"rope_type": "linear"}, what="Transformer", arg="rope_scaling")
+    with pytest.raises(ValueError, match=r"^Transformer: rope_scaling\['beta_fst'\] is not a key"):
+        rotary.rope_config({"rope_type": "yarn", "factor": 2.0, "beta_fst": 1.0,
+                            "original_max_position_embeddings": 8},
+                           what="Transformer", arg="rope_scaling")
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_layer_takes_the_legacy_type_key(face):
+    """``{"type": "dynamic"}`` (Hugging Face v4's key) is the dynamic layer, not a refusal."""
+    new = {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 16}
+    legacy = {"type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 16}
+    q, k = qk(shape=(1, 2, 40, 16))
+    want = np32(FACES[face].RotaryEmbedding(16, scaling=new)(tensor(face, q), tensor(face, k))[0])
+    layer = FACES[face].RotaryEmbedding(16, scaling=legacy)
+    assert layer.dynamic
+    got = np32(layer(tensor(face, q), tensor(face, k))[0])
+    np.testing.assert_array_equal(got, want)

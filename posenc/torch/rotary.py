@@ -390,16 +390,14 @@ class RotaryEmbedding(nn.Module):
                  layout: str = "half", rotary_dim: int | None = None, max_len: int = 2048):
         super().__init__()
         what = "RotaryEmbedding"
-        self.head_dim = check_head_dim(head_dim, what=what)
-        self.rotary_dim = (self.head_dim if rotary_dim is None
-                           else check_head_dim(rotary_dim, name="rotary_dim", what=what))
-        check_rope_features(self.rotary_dim // 2, self.head_dim, name="q", what=what)
-        self.layout = check_rope_layout(layout, what=what)
         self.max_len = check_positive_int("max_len", max_len, what=what)
-        self.dynamic = isinstance(scaling, dict) and scaling.get("rope_type") == "dynamic"
-        self.base = base
-        self._inv_freq, self.attention_factor = numpy_rotary.checked_frequencies(
-            self.rotary_dim, base, scaling, self.max_len if self.dynamic else None, what=what)
+        self._setup = numpy_rotary.rotary_setup(head_dim, rotary_dim, base, scaling, self.max_len,
+                                                what=what)
+        self.head_dim, self.rotary_dim = self._setup.head_dim, self._setup.rotary_dim
+        self.layout = check_rope_layout(layout, what=what)
+        self.dynamic = self._setup.by_length
+        inv_freq, self.attention_factor = self._setup.frequencies()
+        self._inv_freq = inv_freq.astype(np.float32)
         self.scaling = None if scaling is None else dict(scaling)
         self.base = float(base)
         self.register_buffer("_cos", torch.empty(0, self.rotary_dim // 2), persistent=False)
@@ -412,8 +410,7 @@ class RotaryEmbedding(nn.Module):
     def _frequencies(self, length: int) -> torch.Tensor:
         inv_freq = self._inv_freq
         if self.dynamic:
-            inv_freq, _ = numpy_rotary.rope_frequencies(
-                self.rotary_dim, base=self.base, scaling=self.scaling, seq_len=length)
+            inv_freq = self._setup.frequencies(length)[0].astype(np.float32)
         return torch.as_tensor(inv_freq, device=self._cos.device)
 
     def _table(self, offset: int, seq: int):
