@@ -19,7 +19,20 @@ registry, :data:`ROPE_SCALINGS`, keyed by Hugging Face's ``rope_type`` names:
   0.1 ln(factor) + 1``;
 * ``llama3``: wavelengths longer than ``L / low_freq_factor`` divided by
   ``factor``, shorter than ``L / high_freq_factor`` kept, a smooth blend
-  between.
+  between (none when the two factors are equal, as in Llama 4);
+* ``longrope`` (Ding et al., Phi-3): each pair's frequency divided by its own
+  factor, ``short_factor`` up to ``L`` positions and ``long_factor`` beyond,
+  and ``attention_factor = sqrt(1 + ln(factor) / ln(L))``;
+* ``proportional`` (Gemma 4's p-RoPE): the exponents run over the whole head
+  but only the first ``partial_rotary_factor`` share of the pairs turns; the
+  others get frequency 0.
+
+Each entry of the registry is a :class:`Scaling`: its formula, the keys it
+requires and the optional ones with their defaults, and whether it follows
+the sequence length; :func:`rope_config` checks a dict against it once (an
+unknown key is an error) and :func:`hf_rope` reads a whole Hugging Face config.
+``partial_rotary_factor`` (any type) makes ``head_dim`` the head's width, of
+which the first ``int(head_dim * partial_rotary_factor)`` features rotate.
 
 Every value is computed in float64 and returned as float32; for each type
 Hugging Face transformers has (all but ``ntk``) the frequencies equal its
@@ -60,6 +73,7 @@ __all__ = [
     "checked_frequencies",
     "RotarySetup",
     "rotary_setup",
+    "hf_rope",
     "layout_permutation",
     "grid_positions",
 ]
@@ -585,6 +599,122 @@ def rotary_setup(head_dim, rotary_dim, base, scaling, max_len: int, *, what: str
     check_rope_features(rotary_dim // 2, head_dim, name="q", what=what)
     return RotarySetup(config, head_dim, rotary_dim, base, max_len, spec.by_length, width)
 
+
+# --------------------------------------------------------------------------- Hugging Face configs
+
+def _layer_head_dim(config: dict, layer_type: str | None) -> int | None:
+    """Gemma 4's wider heads of its full-attention layers: ``global_head_dim`` in
+    ``config.json``, ``per_layer_config`` (by layer index) in a config object's dict."""
+    if layer_type != "full_attention":
+        return None
+    if config.get("global_head_dim"):
+        return config["global_head_dim"]
+    per_layer = config.get("per_layer_config") or {}
+    for index, kind in enumerate(config.get("layer_types") or ()):
+        override = per_layer.get(str(index), per_layer.get(index)) or {}
+        if kind == layer_type and override.get("head_dim"):
+            return override["head_dim"]
+    return None
+
+
+def hf_rope(config, *, layer_type: str | None = None) -> dict:
+    """The keyword arguments of :func:`rope_frequencies` for a Hugging Face config.
+
+    ``rope_frequencies(**hf_rope(config, layer_type=t), seq_len=n)`` is Hugging
+    Face's ``(inv_freq, attention_scaling)`` for that config, layer type and
+    length. It reads both vocabularies: v5's ``rope_parameters`` (with
+    ``rope_theta`` and ``partial_rotary_factor`` inside, one dict per layer type
+    where the layer types differ) and v4's ``rope_scaling`` with ``rope_theta``,
+    ``partial_rotary_factor`` (GPT-NeoX's ``rotary_emb_base`` and ``rotary_pct``)
+    and Gemma 3's ``rope_local_base_freq`` for its sliding layers beside it. The
+    head's width is ``qk_rope_head_dim`` (multi-head latent attention), else
+    ``head_dim`` (``global_head_dim`` for Gemma 4's full-attention layers), else
+    ``hidden_size // num_attention_heads``. Hugging Face's implicit values are
+    filled in: ``original_max_position_embeddings`` (a top-level value first,
+    else ``max_position_embeddings``), dynamic NTK's original length (always
+    ``max_position_embeddings``, as Hugging Face uses it), and YaRN's and
+    LongRoPE's missing ``factor`` (``max_position_embeddings /
+    original_max_position_embeddings``). A value the config does not give takes
+    Hugging Face's generic default (``rope_theta`` 10000), not a model class's own.
+
+    Args:
+        config: a dict as in ``config.json``, or a config object (read with
+            ``to_dict()``).
+        layer_type: the layer type (e.g. ``"sliding_attention"``) of a config
+            whose rope settings differ by layer type; ``None`` otherwise.
+
+    Returns:
+        ``{"head_dim": ..., "base": ..., "scaling": ...}``; ``scaling`` holds
+        ``partial_rotary_factor`` when part of the head rotates.
+
+    Example:
+        >>> hf_rope({"hidden_size": 4096, "num_attention_heads": 32, "rope_theta": 500000.0,
+        ...          "max_position_embeddings": 131072,
+        ...          "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+        ...                           "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        ...                           "original_max_position_embeddings": 8192}})["scaling"]
+        {'rope_type': 'llama3', 'factor': 8.0, 'original_max_position_embeddings': 8192, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0}
+    """
+    what = "hf_rope"
+    if not isinstance(config, dict):
+        to_dict = getattr(config, "to_dict", None)
+        if to_dict is None:
+            raise _error(what, f"config must be a dict or a Hugging Face config, got "
+                               f"config={type(config).__name__}",
+                         "pass the dict of config.json, or a PretrainedConfig")
+        config = to_dict()
+    config = dict(config)
+    params = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    params = dict(params)
+    layer_types = set(config.get("layer_types") or ())
+    nested = sorted(key for key, value in params.items()
+                    if isinstance(value, dict) and (key in layer_types or not layer_types))
+    if not nested and config.get("rope_local_base_freq") is not None:
+        # Gemma 3 (v4 file): the scaling and rope_theta are the full layers', the sliding
+        # layers turn with their own base and no scaling
+        nested = ["full_attention", "sliding_attention"]
+        params = {"full_attention": params,
+                  "sliding_attention": {"rope_type": "default",
+                                        "rope_theta": config["rope_local_base_freq"]}}
+    if nested:
+        layer_type = check_choice("layer_type", layer_type, tuple(nested), what=what,
+                                  fix="this config's rope settings differ by layer type; "
+                                      "pass one of its layer_types")
+        params = dict(params[layer_type] or {})
+    elif layer_type is not None and layer_type not in layer_types:
+        raise _error(what, f"layer_type must be one of {', '.join(sorted(layer_types))} or None, "
+                           f"got layer_type={layer_type!r}", "pass None: every layer turns alike")
+    theta = params.pop("rope_theta", None)
+    if theta is None:
+        theta = config.get("rope_theta", config.get("rotary_emb_base", _DEFAULT_BASE))
+    partial = params.pop("partial_rotary_factor", None)
+    if partial is None:
+        partial = config.get("partial_rotary_factor", config.get("rotary_pct"))
+    rope_type = params.pop("rope_type", None) or params.pop("type", None) or "default"
+    params.pop("type", None)
+    if config.get("model_type", "").startswith("phi3") and rope_type in ("su", "yarn"):
+        rope_type = "longrope"   # Phi-3's old names of its LongRoPE
+    params["rope_type"] = rope_type
+    if partial is not None and (float(partial) != 1.0 or rope_type == "proportional"):
+        params["partial_rotary_factor"] = float(partial)
+    head_dim = (config.get("qk_rope_head_dim") or _layer_head_dim(config, layer_type) or
+                config.get("head_dim") or
+                config["hidden_size"] // config["num_attention_heads"])
+    max_len = config.get("max_position_embeddings")
+    if rope_type in ("llama3", "yarn", "longrope"):
+        top = config.get("original_max_position_embeddings")
+        if top is not None and not nested:
+            params["original_max_position_embeddings"] = top
+        params.setdefault("original_max_position_embeddings", max_len)
+        if rope_type in ("yarn", "longrope") and params.get("factor") is None:
+            params["factor"] = max_len / params["original_max_position_embeddings"]
+    if rope_type == "dynamic":
+        params["original_max_position_embeddings"] = max_len
+    scaling = rope_config(params, what=what, arg="rope_parameters")
+    return {"head_dim": int(head_dim), "base": float(theta), "scaling": scaling}
+
+
+# --------------------------------------------------------------------------- layouts and grids
 
 def layout_permutation(head_dim: int, to: str) -> np.ndarray:
     """The feature order that turns one head's rows from the other layout into ``to``.

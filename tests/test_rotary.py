@@ -425,3 +425,81 @@ def test_layer_takes_the_legacy_type_key(face):
     assert layer.dynamic
     got = np32(layer(tensor(face, q), tensor(face, k))[0])
     np.testing.assert_array_equal(got, want)
+
+
+# --------------------------------------------------------------------------- Hugging Face's v5 vocabulary
+
+def test_rope_theta_inside_the_scaling_is_the_base():
+    """It used to be ignored: base 10000 instead of 500000."""
+    got, _ = rotary.rope_frequencies(8, scaling={"rope_type": "default", "rope_theta": 500000.0})
+    np.testing.assert_array_equal(got, rotary.rope_frequencies(8, base=500000.0)[0])
+    same, _ = rotary.rope_frequencies(8, base=500000.0, scaling={"rope_theta": 500000.0})
+    np.testing.assert_array_equal(same, got)
+
+
+def test_partial_rotary_factor_rotates_the_first_features_of_the_head():
+    inv_freq, _ = rotary.rope_frequencies(96, scaling={"partial_rotary_factor": 0.25})
+    np.testing.assert_array_equal(inv_freq, rotary.rope_frequencies(24)[0])
+    # proportional keeps the whole head: the first pairs turn with exponents over 96, the rest 0
+    p, _ = rotary.rope_frequencies(96, scaling={"rope_type": "proportional",
+                                                "partial_rotary_factor": 0.25})
+    assert p.shape == (48,) and np.all(p[12:] == 0)
+    np.testing.assert_allclose(p[:12], rotary.rope_frequencies(96)[0][:12], rtol=1e-7)
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_layer_with_partial_rotary_factor(face):
+    q, k = qk(shape=(1, 2, 12, 16))
+    layer = FACES[face].RotaryEmbedding(16, scaling={"partial_rotary_factor": 0.5})
+    assert layer.rotary_dim == 8
+    want = np32(FACES[face].RotaryEmbedding(16, rotary_dim=8)(tensor(face, q), tensor(face, k))[0])
+    np.testing.assert_array_equal(np32(layer(tensor(face, q), tensor(face, k))[0]), want)
+
+
+LONGROPE = {"rope_type": "longrope", "short_factor": [1.0, 1.5, 2.0, 3.0],
+            "long_factor": [1.0, 4.0, 8.0, 16.0], "factor": 4.0,
+            "original_max_position_embeddings": 16}
+
+
+def test_longrope_switches_factors_past_the_original_length():
+    base = rotary.rope_frequencies(8)[0].astype(np.float64)
+    short, factor = rotary.rope_frequencies(8, scaling=LONGROPE, seq_len=16)
+    long, _ = rotary.rope_frequencies(8, scaling=LONGROPE, seq_len=17)
+    np.testing.assert_allclose(short, base / LONGROPE["short_factor"], rtol=1e-6)
+    np.testing.assert_allclose(long, base / LONGROPE["long_factor"], rtol=1e-6)
+    assert factor == pytest.approx(np.sqrt(1 + np.log(4.0) / np.log(16)))
+    np.testing.assert_array_equal(rotary.rope_frequencies(8, scaling=LONGROPE)[0], short)
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_longrope_layer_follows_the_length_of_each_call(face):
+    q, k = qk(shape=(1, 2, 24, 8))
+    layer = FACES[face].RotaryEmbedding(8, scaling=LONGROPE)
+    for seq in (10, 24):
+        inv_freq, factor = rotary.rope_frequencies(8, scaling=LONGROPE, seq_len=seq)
+        got = layer(tensor(face, q[:, :, :seq]), tensor(face, k[:, :, :seq]))[0]
+        want = factor * rope_np(q[:, :, :seq], np.arange(seq), inv_freq, "half")
+        np.testing.assert_allclose(np32(got), want, rtol=1e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_from_hf_config_builds_the_layer_of_the_config(face):
+    config = {"hidden_size": 256, "num_attention_heads": 4, "max_position_embeddings": 2048,
+              "partial_rotary_factor": 0.5, "rope_theta": 500000.0,
+              "rope_scaling": {"type": "linear", "factor": 2.0}}
+    layer = FACES[face].RotaryEmbedding.from_hf_config(config)
+    assert (layer.head_dim, layer.rotary_dim, layer.base) == (64, 32, 500000.0)
+    want = rotary.rope_frequencies(64, base=500000.0, scaling={
+        "rope_type": "linear", "factor": 2.0, "partial_rotary_factor": 0.5})[0]
+    np.testing.assert_array_equal(layer._inv_freq, want)
+    np.testing.assert_array_equal(want, rotary.rope_frequencies(32, base=500000.0, scaling={
+        "rope_type": "linear", "factor": 2.0})[0])
+
+
+def test_hf_rope_needs_the_layer_type_where_the_layers_differ():
+    config = {"hidden_size": 64, "num_attention_heads": 4, "layer_types": ["a", "b"],
+              "rope_parameters": {"a": {"rope_type": "default", "rope_theta": 10.0},
+                                  "b": {"rope_type": "linear", "factor": 2.0}}}
+    assert rotary.hf_rope(config, layer_type="a")["base"] == 10.0
+    with pytest.raises(ValueError, match="hf_rope: layer_type must be one of 'a', 'b'"):
+        rotary.hf_rope(config)

@@ -65,7 +65,8 @@ def rope_frequencies(head_dim: int, *, base: float = 10000.0, scaling: dict | No
         head_dim: the number of rotated features, even.
         base: the wavelength base; default 10000.0.
         scaling: ``None`` or ``{"rope_type": "linear" | "ntk" | "dynamic" |
-            "yarn" | "llama3", "factor": ..., ...}``.
+            "yarn" | "llama3" | "longrope" | "proportional", "factor": ..., ...}``
+            (Hugging Face's ``rope_scaling`` or ``rope_parameters``).
         seq_len: the current sequence length, for ``dynamic`` only.
 
     Returns:
@@ -299,15 +300,24 @@ class RotaryEmbedding(keras.layers.Layer):
     ``tf.function`` and under ``jit_compile``. Called
     with ``offset``, it rotates the new tokens of a decoder at positions
     ``offset .. offset + seq - 1``: token-by-token decoding equals the full
-    pass. With ``scaling={"rope_type": "dynamic", ...}`` the frequencies
-    follow the length ``offset + seq`` of each call instead of the table.
+    pass. With ``scaling={"rope_type": "dynamic" | "longrope", ...}`` the
+    frequencies follow the length of each call (``offset + seq``, or the
+    largest of ``positions`` + 1) instead of the table. A KV cache does not
+    follow them: keys cached before the length crossed
+    ``original_max_position_embeddings`` keep the frequencies they were
+    rotated with (LongRoPE's ``short_factor``, dynamic NTK's smaller base), so
+    decoding past that point differs from a full pass over the same tokens, as
+    in Hugging Face; re-encode the cached tokens when the length crosses it.
+    :meth:`from_hf_config` builds the layer of a Hugging Face config.
     No weights.
 
     Args:
         head_dim: features per head, even.
         base: the wavelength base; default 10000.0.
         scaling: ``None`` or a Hugging Face ``rope_scaling`` dict (see
-            :func:`rope_frequencies`).
+            :func:`rope_frequencies`; the legacy key ``type`` is read too). With
+            ``partial_rotary_factor`` in it, ``rotary_dim`` is
+            ``int(head_dim * partial_rotary_factor)``.
         layout: ``"half"`` (default) or ``"interleaved"``.
         rotary_dim: features rotated (partial rotary), even, at most
             ``head_dim``; default ``head_dim``.
@@ -354,6 +364,20 @@ class RotaryEmbedding(keras.layers.Layer):
         self.base = float(base)
         self._cos = self._sin = np.zeros((0, self.rotary_dim // 2), np.float32)
         self.built = True
+
+    @classmethod
+    def from_hf_config(cls, config, *, layer_type: str | None = None, **kwargs):
+        """The layer of a Hugging Face config (a ``config.json`` dict or a config object):
+        its head width, base and scaling as :func:`posenc.rotary.hf_rope` reads them,
+        ``partial_rotary_factor`` included; ``kwargs`` (``layout``, ``max_len``) pass on.
+
+        Example:
+            >>> rope = RotaryEmbedding.from_hf_config({"hidden_size": 2048,
+            ...     "num_attention_heads": 16, "rope_theta": 1000000.0})
+            >>> rope.head_dim, rope.base
+            (128, 1000000.0)
+        """
+        return cls(**numpy_rotary.hf_rope(config, layer_type=layer_type), **kwargs)
 
     def _frequencies(self, length: int):
         if not self.dynamic:
