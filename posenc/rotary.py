@@ -74,6 +74,8 @@ __all__ = [
     "RotarySetup",
     "rotary_setup",
     "hf_rope",
+    "ANGLE_LIMBS",
+    "angle_terms",
     "layout_permutation",
     "grid_positions",
 ]
@@ -567,6 +569,24 @@ class RotarySetup:
         return frequencies64(self._width, self.base, self.config,
                              (seq_len or self.max_len) if self.by_length else None, what="")
 
+    def length_rule(self) -> dict:
+        """How a ``by_length`` type's frequencies follow a length ``n`` known only
+        inside a traced graph, as float32 constants for the faces' own ops:
+        ``{"kind": "ntk", "inv_freq", "exponent", "factor", "original"}`` means
+        ``inv_freq * g^-exponent`` with ``g = max(factor * n / original - (factor - 1), 1)``
+        (dynamic NTK's new base, written per pair); ``{"kind": "switch", "short",
+        "long", "original"}`` means ``long`` where ``n > original``, else ``short``.
+        """
+        original = self.config["original_max_position_embeddings"]
+        if self.config["rope_type"] == "dynamic":
+            d = self._width
+            return {"kind": "ntk", "inv_freq": self.frequencies(original)[0].astype(np.float32),
+                    "exponent": (np.arange(0, d, 2) / (d - 2)).astype(np.float32),
+                    "factor": float(self.config["factor"]), "original": float(original)}
+        return {"kind": "switch", "short": self.frequencies(original)[0].astype(np.float32),
+                "long": self.frequencies(original + 1)[0].astype(np.float32),
+                "original": float(original)}
+
 
 def rotary_setup(head_dim, rotary_dim, base, scaling, max_len: int, *, what: str,
                  arg: str = "scaling") -> RotarySetup:
@@ -598,6 +618,41 @@ def rotary_setup(head_dim, rotary_dim, base, scaling, max_len: int, *, what: str
         rotary_dim = 2 * len(inv_freq)
     check_rope_features(rotary_dim // 2, head_dim, name="q", what=what)
     return RotarySetup(config, head_dim, rotary_dim, base, max_len, spec.by_length, width)
+
+
+# --------------------------------------------------------------------------- exact angles
+
+#: Exact angles split an integer position into bytes: ``p = sum_j p_j 256^j`` (the top one
+#: signed), four of them for any int32 position.
+ANGLE_LIMBS = 4
+
+
+def angle_terms(inv_freq) -> np.ndarray:
+    """The float32 constants of RoPE's exact angles, ``(ANGLE_LIMBS, 2, n)``.
+
+    In float32 the angle ``p * inv_freq`` loses ``p * inv_freq * 2^-24`` radians:
+    0.43 rad for the fastest pairs at position 10M (base 500000). The exact path
+    works in turns and keeps only their fraction: with ``g = inv_freq / 2 pi``
+    (float64) and ``p = sum_j p_j 256^j``,
+    ``frac(p g) = frac(sum_j frac(p_j c_j))`` with ``c_j = frac(256^j g)``. Each
+    ``c_j`` is split into a head of 16 significant bits and a float32 tail, so
+    ``p_j * head`` (8 bits times 16) is exact in float32 and its fraction too;
+    the sum and the final ``2 pi frac(.)`` lose about ``1e-6`` rad whatever ``p``.
+    Row ``[j, 0]`` holds the heads, ``[j, 1]`` the tails.
+
+    Example:
+        >>> angle_terms(np.array([2 * np.pi]))[:, :, 0].tolist()   # one turn per position
+        [[0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]]
+    """
+    turns = np.asarray(inv_freq, np.float64) / (2 * np.pi)
+    out = np.zeros((ANGLE_LIMBS, 2) + turns.shape, np.float32)
+    for j in range(ANGLE_LIMBS):
+        c = turns * float(256 ** j)
+        c = c - np.floor(c)
+        mantissa, exponent = np.frexp(c)
+        head = np.ldexp(np.round(np.ldexp(mantissa, 16)), exponent - 16)
+        out[j, 0], out[j, 1] = head, c - head
+    return out
 
 
 # --------------------------------------------------------------------------- Hugging Face configs

@@ -503,3 +503,84 @@ def test_hf_rope_needs_the_layer_type_where_the_layers_differ():
     assert rotary.hf_rope(config, layer_type="a")["base"] == 10.0
     with pytest.raises(ValueError, match="hf_rope: layer_type must be one of 'a', 'b'"):
         rotary.hf_rope(config)
+
+
+# --------------------------------------------------------------------------- length-dependent types, exact angles
+
+@pytest.mark.parametrize("face", FACES)
+def test_dynamic_with_positions_scales_by_the_largest_position(face):
+    """A cached tail (positions 200 .. 299) turns as the full pass of 300 does; it used to
+    take the number of positions (100) as the length."""
+    scaling = {"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 64}
+    q, k = qk(shape=(1, 2, 300, 16))
+    layer = FACES[face].RotaryEmbedding(16, scaling=scaling)
+    full = np32(layer(tensor(face, q), tensor(face, k))[0])
+    tail = layer(tensor(face, q[:, :, 200:]), tensor(face, k[:, :, 200:]),
+                 positions=tensor(face, np.arange(200, 300)))[0]
+    np.testing.assert_allclose(np32(tail), full[:, :, 200:], rtol=1e-5, atol=2e-5)
+
+
+def test_keras_dynamic_traced_with_an_unknown_length_follows_it():
+    """Traced with a length unknown until the call, the dynamic frequencies follow it in the
+    graph; they used to be those of max_len (2048 positions)."""
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("a tf.function trace")
+    import tensorflow as tf
+    for scaling in ({"rope_type": "dynamic", "factor": 4.0,
+                     "original_max_position_embeddings": 64}, LONGROPE):
+        q, _ = qk(shape=(1, 2, 300, 8))
+        layer = pk.RotaryEmbedding(8, scaling=scaling)
+        traced = tf.function(lambda t, layer=layer: layer(t, t)[0],
+                             input_signature=[tf.TensorSpec((1, 2, None, 8), tf.float32)])
+        for seq in (40, 300):
+            want = np32(layer(q[:, :, :seq], q[:, :, :seq])[0])
+            np.testing.assert_allclose(np32(traced(q[:, :, :seq])), want, rtol=1e-5, atol=1e-5)
+
+
+BIG = np.array([1_000_000, 9_999_999, 10_000_000, 10_000_001, 16_777_217, 2**31 - 1])
+
+
+def reference_rotation(x, positions, inv_freq64):
+    """``x`` rotated in float64 (half layout)."""
+    angles = positions[:, None].astype(np.float64) * inv_freq64
+    cos, sin = np.cos(angles), np.sin(angles)
+    n = inv_freq64.shape[0]
+    a, b = x[..., :n].astype(np.float64), x[..., n:2 * n].astype(np.float64)
+    return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_exact_angles_match_float64_at_ten_million(face):
+    inv_freq64 = 1.0 / 500000.0 ** (np.arange(0, 128, 2) / 128)
+    x = qk(shape=(1, 1, len(BIG), 128))[0]
+    want = reference_rotation(x, BIG, inv_freq64)
+    m = FACES[face]
+    positions = tensor(face, BIG.astype(np.int32))
+    plain = np32(m.apply_rope(tensor(face, x), positions, inv_freq64.astype(np.float32)))
+    assert np.abs(plain - want).max() > 0.1   # the float32 angles: off by tenths of a radian
+    exact = np32(m.apply_rope(tensor(face, x), positions, inv_freq64, exact=True))
+    np.testing.assert_allclose(exact, want, rtol=0, atol=2e-5)
+    layer = m.RotaryEmbedding(128, base=500000.0, exact=True)
+    got = np32(layer(tensor(face, x), tensor(face, x), positions=positions)[0])
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-5)
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_exact_angles_equal_the_plain_ones_at_small_positions(face):
+    q, k = qk(shape=(2, 3, 50, 16))
+    for scaling in (None, {"rope_type": "dynamic", "factor": 2.0,
+                           "original_max_position_embeddings": 16}):
+        plain = FACES[face].RotaryEmbedding(16, scaling=scaling)
+        exact = FACES[face].RotaryEmbedding(16, scaling=scaling, exact=True)
+        for offset, seq in ((0, 50), (7, 10)):
+            want = np32(plain(tensor(face, q[:, :, :seq]), tensor(face, k[:, :, :seq]),
+                              offset=offset)[0])
+            got = np32(exact(tensor(face, q[:, :, :seq]), tensor(face, k[:, :, :seq]),
+                             offset=offset)[0])
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    inv_freq, _ = rotary.rope_frequencies(16)
+    floats = np.arange(50, dtype=np.float32) * 0.75 - 3.0
+    np.testing.assert_allclose(
+        np32(FACES[face].apply_rope(tensor(face, q), tensor(face, floats), inv_freq, exact=True)),
+        np32(FACES[face].apply_rope(tensor(face, q), tensor(face, floats), inv_freq)),
+        rtol=0, atol=1e-5)
