@@ -4,7 +4,10 @@ Hugging Face transformers: T5's ``_relative_position_bucket`` and ``compute_bias
 ``build_alibi_tensor``, Swin's ``relative_position_index`` and bias lookup, RoPE's
 ``ROPE_INIT_FUNCTIONS`` and ``apply_rotary_pos_emb`` (modules built from a config: no
 weights are downloaded). keras-hub: ``AlibiBias``, ``RotaryEmbedding``.
-rotary-embedding-torch: the interleaved layout. The versions are pinned
+rotary-embedding-torch: the interleaved layout. torchtune: ``Llama3ScaledRoPE``. The rope
+settings of eleven real checkpoints (Llama 3.1 and 4, Qwen2.5, Phi-3.5, Llama 2, Code Llama,
+Mistral, DeepSeek V3, GPT-NeoX, Gemma 3 and 4) through ``hf_rope`` against the rotary modules
+transformers builds from its own config classes. The versions are pinned
 in ``requirements-reference.txt`` (``make install`` installs them); without them these
 tests are skipped.
 """
@@ -436,3 +439,25 @@ def test_hf_rope_of_real_checkpoints_equals_transformers(name):
                 where = f"{name} {layer_type} seq_len={seq_len} from {type(source).__name__}"
                 np.testing.assert_allclose(got, want, rtol=3e-7, atol=0, err_msg=where)
                 assert factor == pytest.approx(want_factor, rel=1e-6), where
+
+
+@pytest.mark.parametrize("name, factor, low, high", [("llama-3.1", 8.0, 1.0, 4.0),
+                                                     ("llama-4-scout", 16.0, 1.0, 1.0)])
+def test_llama3_scaling_equals_torchtune(name, factor, low, high):
+    """torchtune's Llama3ScaledRoPE (interleaved layout), frequencies and rotation; Llama 4
+    Scout's equal low and high factors included."""
+    pytest.importorskip("torchtune", reason="pip install -r requirements-reference.txt")
+    from torchtune.models.llama3_1._position_embeddings import Llama3ScaledRoPE
+
+    from posenc import rotary
+
+    tune = Llama3ScaledRoPE(128, max_seq_len=64, base=500000, scale_factor=factor,
+                            low_freq_factor=low, high_freq_factor=high, old_context_len=8192)
+    scaling = {"rope_type": "llama3", "factor": factor, "low_freq_factor": low,
+               "high_freq_factor": high, "original_max_position_embeddings": 8192}
+    inv_freq, _ = rotary.rope_frequencies(128, base=500000.0, scaling=scaling)
+    np.testing.assert_allclose(inv_freq, tune.theta.numpy(), rtol=3e-7, atol=0)
+    x = torch.randn(2, 64, 4, 128, generator=torch.Generator().manual_seed(0))
+    want = tune(x)                                  # (batch, seq, heads, head_dim)
+    got = pt.apply_rope(x.transpose(1, 2), 64, inv_freq, layout="interleaved").transpose(1, 2)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
