@@ -574,18 +574,22 @@ class RotarySetup:
         inside a traced graph, as float32 constants for the faces' own ops:
         ``{"kind": "ntk", "inv_freq", "exponent", "factor", "original"}`` means
         ``inv_freq * g^-exponent`` with ``g = max(factor * n / original - (factor - 1), 1)``
-        (dynamic NTK's new base, written per pair); ``{"kind": "switch", "short",
-        "long", "original"}`` means ``long`` where ``n > original``, else ``short``.
+        (dynamic NTK's new base, written per pair; ``base`` and ``dim`` give the
+        same in float64 as ``base * g^(dim/(dim-2))``); ``{"kind": "switch", "short",
+        "long", "original", "short_terms", "long_terms"}`` means ``long`` where
+        ``n > original``, else ``short`` (and their :func:`angle_terms`).
         """
         original = self.config["original_max_position_embeddings"]
         if self.config["rope_type"] == "dynamic":
             d = self._width
             return {"kind": "ntk", "inv_freq": self.frequencies(original)[0].astype(np.float32),
                     "exponent": (np.arange(0, d, 2) / (d - 2)).astype(np.float32),
-                    "factor": float(self.config["factor"]), "original": float(original)}
-        return {"kind": "switch", "short": self.frequencies(original)[0].astype(np.float32),
-                "long": self.frequencies(original + 1)[0].astype(np.float32),
-                "original": float(original)}
+                    "factor": float(self.config["factor"]), "original": float(original),
+                    "base": float(self.base), "dim": d}
+        short, long = self.frequencies(original)[0], self.frequencies(original + 1)[0]
+        return {"kind": "switch", "short": short.astype(np.float32),
+                "long": long.astype(np.float32), "original": float(original),
+                "short_terms": angle_terms(short), "long_terms": angle_terms(long)}
 
 
 def rotary_setup(head_dim, rotary_dim, base, scaling, max_len: int, *, what: str,

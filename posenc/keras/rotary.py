@@ -143,14 +143,22 @@ def _exact_angles(positions, inv_freq, terms):
     return angles
 
 
-def _traced_frequencies(rule: dict, length):
-    """The frequencies of a length known only in the graph (:meth:`RotarySetup.length_rule`)."""
+def _traced_frequencies(rule: dict, length, exact: bool, *, what: str):
+    """The frequencies of a length known only in the graph (:meth:`RotarySetup.length_rule`),
+    and their exact angles' constants (or ``None``)."""
     length = ops.cast(length, "float32")
     if rule["kind"] == "ntk":
+        if exact:
+            raise _error(what, "exact=True with rope_type='dynamic' needs the sequence length, "
+                               "got a length known only in the graph",
+                         "give q a static length and the default positions, or call the "
+                         "layer eagerly")
         grown = ops.maximum(rule["factor"] * length / rule["original"] - (rule["factor"] - 1.0),
                             1.0)
-        return rule["inv_freq"] * ops.exp(-ops.log(grown) * rule["exponent"])
-    return ops.where(length > rule["original"], rule["long"], rule["short"])
+        return rule["inv_freq"] * ops.exp(-ops.log(grown) * rule["exponent"]), None
+    long = length > rule["original"]
+    terms = ops.where(long, rule["long_terms"], rule["short_terms"]) if exact else None
+    return ops.where(long, rule["long"], rule["short"]), terms
 
 
 def _value(x):
@@ -435,6 +443,7 @@ class RotaryEmbedding(keras.layers.Layer):
         inv_freq, self.attention_factor = self._setup.frequencies()
         self._inv_freq = inv_freq.astype(np.float32)
         self._terms = numpy_rotary.angle_terms(inv_freq) if self.exact else None
+        self._rule = self._setup.length_rule() if self.dynamic else None
         self.scaling = None if scaling is None else dict(scaling)
         self.base = float(base)
         self._cos = self._sin = np.zeros((0, self.rotary_dim // 2), np.float32)
@@ -463,14 +472,9 @@ class RotaryEmbedding(keras.layers.Layer):
                 inv_freq64, _ = self._setup.frequencies(int(length))
                 inv_freq = inv_freq64.astype(np.float32)
                 terms = numpy_rotary.angle_terms(inv_freq64) if self.exact else None
-            elif self.exact:
-                raise _error(type(self).__name__,
-                             f"exact=True with rope_type={self._setup.config['rope_type']!r} "
-                             "needs the sequence length, got a length known only in the graph",
-                             "give q a static length and the default positions, or call the "
-                             "layer eagerly")
             else:
-                inv_freq = _traced_frequencies(self._setup.length_rule(), length)
+                inv_freq, terms = _traced_frequencies(self._rule, length,
+                                                      self.exact, what=type(self).__name__)
         return _angles(positions, inv_freq, self.attention_factor, terms)
 
     def _table(self, offset: int, seq):

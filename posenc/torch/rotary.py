@@ -30,6 +30,7 @@ from torch import nn
 
 from posenc import rotary as numpy_rotary
 from posenc._checks import (
+    _error,
     check_bool,
     check_float,
     check_hw,
@@ -145,6 +146,31 @@ def _exact_angles(positions: torch.Tensor, inv_freq: torch.Tensor,
     if rest is not None:
         angles = angles + rest[..., None] * inv_freq
     return angles
+
+
+def _traced_frequencies(rule: dict, length, exact: bool, device, *, what: str):
+    """The frequencies of a length that only the traced graph knows, from
+    :meth:`posenc.rotary.RotarySetup.length_rule`, and their exact angles' constants."""
+    length = torch.as_tensor(length, device=device)
+    if rule["kind"] == "ntk":
+        if exact:
+            raise _error(what, "exact=True with rope_type='dynamic' needs the sequence length, "
+                               "got a length known only in the graph",
+                         "call the layer eagerly, outside torch.compile")
+        # float64 (on the CPU where the device has none), as the eager path's NumPy
+        where = "cpu" if device.type == "mps" else device
+        n = length.to(where, torch.float64)
+        factor, d = rule["factor"], rule["dim"]
+        grown = torch.clamp(factor * n / rule["original"] - (factor - 1.0), min=1.0)
+        base = rule["base"] * grown ** (d / (d - 2))
+        exponents = torch.arange(0, d, 2, dtype=torch.float64, device=where) / d
+        return (1.0 / base ** exponents).to(device, torch.float32), None
+    long = length.to(torch.float32) > rule["original"]
+    inv_freq = torch.where(long, torch.as_tensor(rule["long"], device=device),
+                           torch.as_tensor(rule["short"], device=device))
+    terms = (torch.where(long, torch.as_tensor(rule["long_terms"], device=device),
+                         torch.as_tensor(rule["short_terms"], device=device)) if exact else None)
+    return inv_freq, terms
 
 
 def _pairs(t: torch.Tensor, n: int, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -462,6 +488,7 @@ class RotaryEmbedding(nn.Module):
         inv_freq, self.attention_factor = self._setup.frequencies()
         self._inv_freq = inv_freq.astype(np.float32)
         self._terms = numpy_rotary.angle_terms(inv_freq) if self.exact else None
+        self._rule = self._setup.length_rule() if self.dynamic else None
         self.scaling = None if scaling is None else dict(scaling)
         self.base = float(base)
         self.register_buffer("_cos", torch.empty(0, self.rotary_dim // 2), persistent=False)
@@ -489,11 +516,15 @@ class RotaryEmbedding(nn.Module):
     def _angles(self, positions: torch.Tensor, length: int):
         """cos and sin of ``positions`` with the frequencies of a ``length``-long sequence."""
         inv_freq, terms = self._inv_freq, self._terms
+        device = self._cos.device
+        if self.dynamic and (is_compiling() or torch.is_tensor(length)):
+            inv_freq, terms = _traced_frequencies(self._rule, length, self.exact,
+                                                  device, what=type(self).__name__)
+            return _angles(positions, inv_freq, self.attention_factor, terms)
         if self.dynamic:
             inv_freq64, _ = self._setup.frequencies(length)
             inv_freq = inv_freq64.astype(np.float32)
             terms = numpy_rotary.angle_terms(inv_freq64) if self.exact else None
-        device = self._cos.device
         return _angles(positions, torch.as_tensor(inv_freq, device=device), self.attention_factor,
                        None if terms is None else torch.as_tensor(terms, device=device))
 
@@ -525,7 +556,10 @@ class RotaryEmbedding(nn.Module):
             check_rope_positions(positions.shape, q.shape, name="q", what=what)
             check_rope_positions(positions.shape, k.shape, name="k", what=what)
             # the frequencies of the sequence these positions end: its largest one + 1
-            length = int(positions.max()) + 1 if self.dynamic and positions.numel() else 0
+            length = 0
+            if self.dynamic and positions.numel():
+                largest = positions.max() + 1
+                length = largest if is_compiling() else int(largest)
             cos, sin = self._angles(positions, length)
             qc, kc = _batched(cos, sin, positions, q), _batched(cos, sin, positions, k)
         return _rotate(q, *qc, self.layout), _rotate(k, *kc, self.layout)
