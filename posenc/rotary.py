@@ -741,8 +741,10 @@ def hf_rope(config, *, layer_type: str | None = None) -> dict:
                                       "pass one of its layer_types")
         params = dict(params[layer_type] or {})
     elif layer_type is not None and layer_type not in layer_types:
-        raise _error(what, f"layer_type must be one of {', '.join(sorted(layer_types))} or None, "
-                           f"got layer_type={layer_type!r}", "pass None: every layer turns alike")
+        known = ", ".join(repr(t) for t in sorted(layer_types)) or "none"
+        raise _error(what, f"layer_type must be None or one of this config's layer_types "
+                           f"({known}), got layer_type={layer_type!r}",
+                     "pass None: every layer turns alike")
     theta = params.pop("rope_theta", None)
     if theta is None:
         theta = config.get("rope_theta", config.get("rotary_emb_base", _DEFAULT_BASE))
