@@ -107,10 +107,11 @@ CONTRACT = {
     "rope_frequencies": [p("head_dim"), kw("base", 10000.0), kw("scaling", None),
                          kw("seq_len", None)],
     "apply_rope": [p("x"), p("positions"), p("inv_freq"), kw("layout", "half"),
-                   kw("attention_factor", 1.0)],
+                   kw("attention_factor", 1.0), kw("exact", False)],   # exact: beyond the contract
     "convert_rope_layout": [p("weight"), p("num_heads"), kw("to")],
     "RotaryEmbedding": [p("head_dim"), kw("base", 10000.0), kw("scaling", None),
-                        kw("layout", "half"), kw("rotary_dim", None), kw("max_len", 2048)],
+                        kw("layout", "half"), kw("rotary_dim", None), kw("max_len", 2048),
+                        kw("exact", False)],   # exact: beyond the contract
     "apply_rope_2d": [p("x"), p("height"), p("width"), p("inv_freq"),
                       kw("layout", "half")],   # beyond the contract
     "RotaryEmbedding2D": [p("head_dim"), p("grid"), kw("base", 10000.0),

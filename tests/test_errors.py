@@ -807,10 +807,41 @@ ROTARY = [
         "head_dim=8; pass at most 4 frequencies"),
     row("rope_frequencies-rope_type", fn("rope_frequencies", 64, scaling={"rope_type": "ntk2"}),
         "rope_frequencies: scaling['rope_type'] must be one of 'default', 'linear', 'ntk', "
-        "'dynamic', 'yarn', 'llama3', got scaling['rope_type']='ntk2'; Hugging Face's "
-        "rope_scaling vocabulary"),
-    row("RotaryEmbedding-rope_type", make("RotaryEmbedding", 64, scaling={"rope_type": "longrope"}),
-        "RotaryEmbedding: scaling['rope_type'] must be one of", "got scaling['rope_type']='longrope'"),
+        "'dynamic', 'yarn', 'llama3', 'longrope', 'proportional', got "
+        "scaling['rope_type']='ntk2'; Hugging Face's rope_scaling vocabulary"),
+    row("RotaryEmbedding-rope_type", make("RotaryEmbedding", 64, scaling={"type": "su"}),
+        "RotaryEmbedding: scaling['rope_type'] must be one of", "got scaling['rope_type']='su'"),
+    row("rope_frequencies-unknown-key",
+        fn("rope_frequencies", 8, scaling={"rope_type": "yarn", "factor": 4.0,
+                                           "original_max_position_embeddings": 64,
+                                           "beta_fst": 2.0}),
+        "rope_frequencies: scaling['beta_fst'] is not a key of rope_type='yarn' (its keys: "
+        "rope_type, rope_theta, partial_rotary_factor, factor, original_max_position_embeddings, "
+        "beta_fast, beta_slow, attention_factor, mscale, mscale_all_dim, truncate), got "
+        "scaling['beta_fst']=2.0; remove it or correct its spelling"),
+    row("RotaryEmbedding-key-of-another-type",
+        make("RotaryEmbedding", 8, scaling={"rope_type": "linear", "factor": 2.0,
+                                            "beta_fast": 16}),
+        "RotaryEmbedding: scaling['beta_fast'] is not a key of rope_type='linear' (its keys: "
+        "rope_type, rope_theta, partial_rotary_factor, factor), got scaling['beta_fast']=16"),
+    row("rope_frequencies-base-and-rope_theta",
+        fn("rope_frequencies", 8, base=500000.0, scaling={"rope_theta": 10000.5}),
+        "rope_frequencies: base and scaling['rope_theta'] disagree, got base=500000.0 and "
+        "scaling['rope_theta']=10000.5; give the base once"),
+    row("RotaryEmbedding-rotary_dim-and-partial",
+        make("RotaryEmbedding", 16, rotary_dim=8, scaling={"partial_rotary_factor": 0.25}),
+        "RotaryEmbedding: rotary_dim and scaling['partial_rotary_factor'] disagree, got "
+        "rotary_dim=8 for int(head_dim * partial_rotary_factor)=4"),
+    row("rope_frequencies-partial-odd",
+        fn("rope_frequencies", 12, scaling={"partial_rotary_factor": 0.25}),
+        "rope_frequencies: int(head_dim * partial_rotary_factor) must be even (RoPE rotates the "
+        "features in pairs), got int(head_dim * partial_rotary_factor)=3"),
+    row("rope_frequencies-longrope-factors",
+        fn("rope_frequencies", 8, scaling={"rope_type": "longrope", "short_factor": [1.0] * 3,
+                                           "long_factor": [2.0] * 4,
+                                           "original_max_position_embeddings": 64}),
+        "rope_frequencies: scaling['short_factor'] must be a list of 4 positive numbers (one "
+        "per rotated pair of features), got scaling['short_factor']=[1.0, 1.0, 1.0]"),
     row("rope_frequencies-scaling-not-a-dict", fn("rope_frequencies", 64, scaling="linear"),
         "rope_frequencies: scaling must be None or a dict", "got scaling='linear'"),
     *[row(f"rope_frequencies-factor={f!r}",
@@ -832,7 +863,7 @@ ROTARY = [
         fn("rope_frequencies", 64, scaling={"rope_type": "llama3", "factor": 8.0,
                                             "original_max_position_embeddings": 8192,
                                             "low_freq_factor": 4.0, "high_freq_factor": 1.0}),
-        "rope_frequencies: scaling['high_freq_factor'] must be a finite number greater than 4"),
+        "rope_frequencies: scaling['high_freq_factor'] must be a finite number >= 4"),
     row("apply_rope-inv_freq-too-long", fn("apply_rope", table(2, 5, 6), 5, INV_FREQ),
         "apply_rope: inv_freq has 4 frequencies, which rotate 8 features, but x has only "
         "head_dim=6; pass at most 3 frequencies (rope_frequencies(6))"),

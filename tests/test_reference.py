@@ -4,8 +4,10 @@ Hugging Face transformers: T5's ``_relative_position_bucket`` and ``compute_bias
 ``build_alibi_tensor``, Swin's ``relative_position_index`` and bias lookup, RoPE's
 ``ROPE_INIT_FUNCTIONS`` and ``apply_rotary_pos_emb`` (modules built from a config: no
 weights are downloaded). keras-hub: ``AlibiBias``, ``RotaryEmbedding``.
-rotary-embedding-torch: the interleaved layout. timm: ``resample_abs_pos_embed``. The versions
-are pinned
+rotary-embedding-torch: the interleaved layout. timm: ``resample_abs_pos_embed``. torchtune:
+``Llama3ScaledRoPE``. The rope settings of eleven real checkpoints (Llama 3.1 and 4, Qwen2.5,
+Phi-3.5, Llama 2, Code Llama, Mistral, DeepSeek V3, GPT-NeoX, Gemma 3 and 4) through ``hf_rope``
+against the rotary modules transformers builds from its own config classes. The versions are pinned
 in ``requirements-reference.txt`` (``make install`` installs them); without them these
 tests are skipped.
 """
@@ -280,6 +282,187 @@ def test_rotary_embedding_equals_keras_hub(scaling_factor):
         np.testing.assert_allclose(np.transpose(got, (0, 2, 1, 3)), want, rtol=1e-5, atol=1e-5)
 
 
+# --------------------------------------------------------------------------- real checkpoints
+
+# Phi-3.5-mini-instruct's LongRoPE factors (48 pairs, head_dim 96), as in its config.json.
+PHI35_SHORT = [1.0, 1.0199999809265137, 1.0299999713897705, 1.0299999713897705,
+               1.0499999523162842, 1.0499999523162842, 1.0499999523162842, 1.0499999523162842,
+               1.0499999523162842, 1.0699999332427979, 1.0999999046325684, 1.1099998950958252,
+               1.1599998474121094, 1.1599998474121094, 1.1699998378753662, 1.2899998426437378,
+               1.3899998664855957, 1.5199997425079346, 1.7499996423721313, 1.8999996185302734,
+               1.8999996185302734, 1.8999996185302734, 1.9099996089935303, 1.9099996089935303,
+               1.9099996089935303, 1.9099996089935303, 1.9099996089935303, 1.9099996089935303,
+               1.9099996089935303, 1.9099996089935303, 1.9199995994567871, 1.9199995994567871,
+               1.9199995994567871, 1.9199995994567871, 1.9199995994567871, 1.9199995994567871,
+               1.9199995994567871, 1.9299995899200439, 1.9999995231628418, 2.0199995040893555,
+               2.0199995040893555, 2.0199995040893555, 2.0199995040893555, 2.0199995040893555,
+               2.0199995040893555, 2.0199995040893555, 2.0199995040893555, 2.0199995040893555]
+PHI35_LONG = [1.0800000429153442, 1.1100000143051147, 1.1399999856948853, 1.340000033378601,
+              1.5899999141693115, 1.600000023841858, 1.6200000047683716, 2.620000123977661,
+              3.2300000190734863, 3.2300000190734863, 4.789999961853027, 7.400000095367432,
+              7.700000286102295, 9.09000015258789, 12.199999809265137, 17.670000076293945,
+              24.46000099182129, 28.57000160217285, 30.420001983642578, 30.840002059936523,
+              32.590003967285156, 32.93000411987305, 42.320003509521484, 44.96000289916992,
+              50.340003967285156, 50.45000457763672, 57.55000305175781, 57.93000411987305,
+              58.21000289916992, 60.1400032043457, 62.61000061035156, 62.62000274658203,
+              62.71000289916992, 63.1400032043457, 63.1400032043457, 63.77000427246094,
+              63.93000411987305, 63.96000289916992, 63.970001220703125, 64.02999877929688,
+              64.06999969482422, 64.08000183105469, 64.12000274658203, 64.41000366210938,
+              64.4800033569336, 64.51000213623047, 64.52999877929688, 64.83999633789062]
+
+# The rope settings of real checkpoints' config.json files (the other sizes made small where
+# they do not touch RoPE), as (transformers model type, config dict, layer types, the original
+# context: each is checked at half of it and at twice it).
+CHECKPOINTS = {
+    # meta-llama/Llama-3.1-8B
+    "llama-3.1": ("llama", {"hidden_size": 4096, "num_attention_heads": 32,
+                            "max_position_embeddings": 131072, "rope_theta": 500000.0,
+                            "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+                                             "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                             "original_max_position_embeddings": 8192}},
+                  [None], 8192),
+    # meta-llama/Llama-4-Scout-17B-16E (text): no blend, low_freq_factor == high_freq_factor
+    "llama-4-scout": ("llama4_text", {"hidden_size": 5120, "num_attention_heads": 40,
+                                      "head_dim": 128, "max_position_embeddings": 10485760,
+                                      "rope_theta": 500000.0,
+                                      "rope_scaling": {"rope_type": "llama3", "factor": 16.0,
+                                                       "low_freq_factor": 1.0,
+                                                       "high_freq_factor": 1.0,
+                                                       "original_max_position_embeddings": 8192}},
+                      [None], 8192),
+    # Qwen/Qwen2.5-7B-Instruct with the YaRN block its model card adds (legacy "type" key)
+    "qwen2.5-yarn": ("qwen2", {"hidden_size": 3584, "num_attention_heads": 28,
+                               "max_position_embeddings": 32768, "rope_theta": 1000000.0,
+                               "rope_scaling": {"type": "yarn", "factor": 4.0,
+                                                "original_max_position_embeddings": 32768}},
+                     [None], 32768),
+    # microsoft/Phi-3.5-mini-instruct: LongRoPE, the original length beside the scaling
+    "phi-3.5-mini": ("phi3", {"hidden_size": 3072, "num_attention_heads": 32,
+                              "max_position_embeddings": 131072,
+                              "original_max_position_embeddings": 4096, "rope_theta": 10000.0,
+                              "rope_scaling": {"type": "longrope", "short_factor": PHI35_SHORT,
+                                               "long_factor": PHI35_LONG}},
+                     [None], 4096),
+    # meta-llama/Llama-2-7b-hf with the dynamic NTK scaling users add to it
+    "llama-2-dynamic": ("llama", {"hidden_size": 4096, "num_attention_heads": 32,
+                                  "max_position_embeddings": 4096, "rope_theta": 10000.0,
+                                  "rope_scaling": {"type": "dynamic", "factor": 2.0}},
+                        [None], 4096),
+    # codellama/CodeLlama-7b-hf (rope_theta 1e6) with a position-interpolation factor of 4 (the
+    # checkpoint itself has no rope_scaling; the linear factor is what long fine-tunes add)
+    "code-llama-linear": ("llama", {"hidden_size": 4096, "num_attention_heads": 32,
+                                    "max_position_embeddings": 16384, "rope_theta": 1000000.0,
+                                    "rope_scaling": {"type": "linear", "factor": 4.0}},
+                          [None], 16384),
+    # mistralai/Mistral-7B-Instruct-v0.2: the default rule with base 1e6
+    "mistral-7b": ("mistral", {"hidden_size": 4096, "num_attention_heads": 32, "head_dim": 128,
+                               "max_position_embeddings": 32768, "rope_theta": 1000000.0},
+                   [None], 32768),
+    # deepseek-ai/DeepSeek-V3: YaRN with mscale and mscale_all_dim on the 64 rotated features
+    "deepseek-v3": ("deepseek_v3", {"hidden_size": 7168, "num_attention_heads": 128,
+                                    "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+                                    "v_head_dim": 128, "max_position_embeddings": 163840,
+                                    "rope_theta": 10000.0,
+                                    "rope_scaling": {"type": "yarn", "factor": 40.0,
+                                                     "beta_fast": 32, "beta_slow": 1,
+                                                     "mscale": 1.0, "mscale_all_dim": 1.0,
+                                                     "original_max_position_embeddings": 4096}},
+                    [None], 4096),
+    # EleutherAI/gpt-neox-20b: a quarter of each head rotates
+    "gpt-neox-20b": ("gpt_neox", {"hidden_size": 6144, "num_attention_heads": 64,
+                                  "max_position_embeddings": 2048, "rotary_pct": 0.25,
+                                  "rotary_emb_base": 10000},
+                     [None], 2048),
+    # google/gemma-3-4b-it (text): local layers base 1e4, global ones 1e6 with a linear 8
+    "gemma-3": ("gemma3_text", {"hidden_size": 2560, "num_attention_heads": 8, "head_dim": 256,
+                                "max_position_embeddings": 131072, "rope_theta": 1000000.0,
+                                "rope_local_base_freq": 10000.0, "sliding_window": 1024,
+                                "rope_scaling": {"rope_type": "linear", "factor": 8.0}},
+                ["sliding_attention", "full_attention"], 32768),
+    # google/gemma-4 (v5 file): p-RoPE on the global layers, a quarter of the pairs turn
+    "gemma-4": ("gemma4_text", {"hidden_size": 2560, "num_attention_heads": 8, "head_dim": 256,
+                                "global_head_dim": 512, "max_position_embeddings": 131072,
+                                "rope_parameters": {
+                                    "full_attention": {"rope_type": "proportional",
+                                                       "partial_rotary_factor": 0.25,
+                                                       "rope_theta": 1000000.0},
+                                    "sliding_attention": {"rope_type": "default",
+                                                          "rope_theta": 10000.0}}},
+                ["sliding_attention", "full_attention"], 32768),
+}
+
+
+def hf_config(model_type: str, values: dict):
+    from transformers import AutoConfig
+
+    return AutoConfig.for_model(model_type, num_hidden_layers=2, **values)
+
+
+def hf_frequencies(config, layer_type, seq_len: int):
+    """The frequencies Hugging Face's rotary module of ``config`` uses for a sequence whose
+    last position is ``seq_len - 1``, and its attention scaling."""
+    import importlib
+
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    name = MODEL_MAPPING_NAMES[config.model_type]
+    folder = {"llama4_text": "llama4", "gemma3_text": "gemma3",
+              "gemma4_text": "gemma4"}.get(config.model_type, config.model_type)
+    module = importlib.import_module(f"transformers.models.{folder}.modeling_{folder}")
+    cls = getattr(module, name.replace("Model", "RotaryEmbedding"), None)
+    rope = (cls or getattr(module, name.replace("TextModel", "RotaryEmbedding")))(config)
+    x = torch.zeros(1, 1, 1, 8)
+    positions = torch.tensor([[seq_len - 1]])
+    prefix = "" if layer_type is None else f"{layer_type}_"
+    if layer_type is None:
+        rope(x, positions)
+    else:
+        rope(x, positions, layer_type)
+    return (getattr(rope, f"{prefix}inv_freq").numpy(),
+            float(getattr(rope, f"{prefix}attention_scaling")))
+
+
+@pytest.mark.parametrize("name", sorted(CHECKPOINTS))
+def test_hf_rope_of_real_checkpoints_equals_transformers(name):
+    from posenc import rotary
+
+    model_type, values, layer_types, original = CHECKPOINTS[name]
+    if layer_types != [None]:
+        values = {**values, "layer_types": [layer_types[0], layer_types[1]]}
+    config = hf_config(model_type, values)
+    for layer_type in layer_types:
+        for seq_len in (original // 2, 2 * original):
+            want, want_factor = hf_frequencies(config, layer_type, seq_len)
+            for source in (values, config):   # the config.json dict, and the config object
+                kwargs = rotary.hf_rope(source, layer_type=layer_type)
+                got, factor = rotary.rope_frequencies(**kwargs, seq_len=seq_len)
+                where = f"{name} {layer_type} seq_len={seq_len} from {type(source).__name__}"
+                np.testing.assert_allclose(got, want, rtol=3e-7, atol=0, err_msg=where)
+                assert factor == pytest.approx(want_factor, rel=1e-6), where
+
+
+@pytest.mark.parametrize("name, factor, low, high", [("llama-3.1", 8.0, 1.0, 4.0),
+                                                     ("llama-4-scout", 16.0, 1.0, 1.0)])
+def test_llama3_scaling_equals_torchtune(name, factor, low, high):
+    """torchtune's Llama3ScaledRoPE (interleaved layout), frequencies and rotation; Llama 4
+    Scout's equal low and high factors included."""
+    pytest.importorskip("torchtune", reason="pip install -r requirements-reference.txt")
+    from torchtune.models.llama3_1._position_embeddings import Llama3ScaledRoPE
+
+    from posenc import rotary
+
+    tune = Llama3ScaledRoPE(128, max_seq_len=64, base=500000, scale_factor=factor,
+                            low_freq_factor=low, high_freq_factor=high, old_context_len=8192)
+    scaling = {"rope_type": "llama3", "factor": factor, "low_freq_factor": low,
+               "high_freq_factor": high, "original_max_position_embeddings": 8192}
+    inv_freq, _ = rotary.rope_frequencies(128, base=500000.0, scaling=scaling)
+    np.testing.assert_allclose(inv_freq, tune.theta.numpy(), rtol=3e-7, atol=0)
+    x = torch.randn(2, 64, 4, 128, generator=torch.Generator().manual_seed(0))
+    want = tune(x)                                  # (batch, seq, heads, head_dim)
+    got = pt.apply_rope(x.transpose(1, 2), 64, inv_freq, layout="interleaved").transpose(1, 2)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
 # --------------------------------------------------------------------------- learned tables (timm)
 
 
@@ -302,7 +485,7 @@ def _timm_resample_abs_pos_embed():
     try:
         from timm.layers import resample_abs_pos_embed
         return resample_abs_pos_embed
-    except ImportError:
+    except Exception:  # torchvision missing, or built for another torch
         pass
     names = ("timm", "timm.layers", "timm.layers._fx", "timm.layers.helpers",
              "timm.layers.pos_embed")

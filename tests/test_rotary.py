@@ -376,3 +376,211 @@ def test_keras_mixed_bfloat16_layer_near_65536(mixed_bfloat16):
     assert keras.backend.standardize_dtype(q_rot.dtype) == "bfloat16"
     inv_freq, _ = rotary.rope_frequencies(64)
     assert np.abs(np32(q_rot) - rope_np(x, POSITIONS_NEAR_64K, inv_freq, "half")).max() < 0.05
+
+
+# --------------------------------------------------------------------------- rope_config
+
+def test_every_registry_entry_lists_its_keys():
+    """A type's required keys are enough, and they are all keys the rules know."""
+    values = {"factor": 2.0, "original_max_position_embeddings": 64, "low_freq_factor": 1.0,
+              "high_freq_factor": 4.0, "short_factor": [1.0] * 4, "long_factor": [2.0] * 4}
+    for name, spec in rotary.ROPE_SCALINGS.items():
+        assert set(spec.keys()) <= set(rotary.ROPE_KEYS) | {"rope_type"}, name
+        given = {"rope_type": name, **{key: values[key] for key in spec.required}}
+        assert rotary.rope_config(given)["rope_type"] == name
+        inv_freq, _ = rotary.rope_frequencies(8, scaling=given, seq_len=100)
+        assert inv_freq.shape == (4,) and np.all(np.isfinite(inv_freq)), name
+
+
+def test_rope_config_normalises_once():
+    legacy = {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
+    config = rotary.rope_config(legacy)
+    assert config == {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64,
+                      "beta_fast": 32.0, "beta_slow": 1.0, "attention_factor": None,
+                      "mscale": None, "mscale_all_dim": None, "truncate": True}
+    assert rotary.rope_config(config) == config
+    assert rotary.rope_config(None) == {"rope_type": "default"}
+    assert rotary.rope_config({"rope_theta": 5e5}) == {"rope_type": "default", "rope_theta": 5e5}
+    np.testing.assert_array_equal(rotary.rope_frequencies(16, scaling=config)[0],
+                                  rotary.rope_frequencies(16, scaling=legacy)[0])
+
+
+def test_rope_config_names_its_caller_and_argument():
+    with pytest.raises(ValueError, match=r"^Transformer: rope_scaling\['factor'\] must be"):
+        rotary.rope_config({"rope_type": "linear"}, what="Transformer", arg="rope_scaling")
+    with pytest.raises(ValueError, match=r"^Transformer: rope_scaling\['beta_fst'\] is not a key"):
+        rotary.rope_config({"rope_type": "yarn", "factor": 2.0, "beta_fst": 1.0,
+                            "original_max_position_embeddings": 8},
+                           what="Transformer", arg="rope_scaling")
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_layer_takes_the_legacy_type_key(face):
+    """``{"type": "dynamic"}`` (Hugging Face v4's key) is the dynamic layer, not a refusal."""
+    new = {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 16}
+    legacy = {"type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 16}
+    q, k = qk(shape=(1, 2, 40, 16))
+    want = np32(FACES[face].RotaryEmbedding(16, scaling=new)(tensor(face, q), tensor(face, k))[0])
+    layer = FACES[face].RotaryEmbedding(16, scaling=legacy)
+    assert layer.dynamic
+    got = np32(layer(tensor(face, q), tensor(face, k))[0])
+    np.testing.assert_array_equal(got, want)
+
+
+# --------------------------------------------------------------------------- Hugging Face's v5 vocabulary
+
+def test_rope_theta_inside_the_scaling_is_the_base():
+    """It used to be ignored: base 10000 instead of 500000."""
+    got, _ = rotary.rope_frequencies(8, scaling={"rope_type": "default", "rope_theta": 500000.0})
+    np.testing.assert_array_equal(got, rotary.rope_frequencies(8, base=500000.0)[0])
+    same, _ = rotary.rope_frequencies(8, base=500000.0, scaling={"rope_theta": 500000.0})
+    np.testing.assert_array_equal(same, got)
+
+
+def test_partial_rotary_factor_rotates_the_first_features_of_the_head():
+    inv_freq, _ = rotary.rope_frequencies(96, scaling={"partial_rotary_factor": 0.25})
+    np.testing.assert_array_equal(inv_freq, rotary.rope_frequencies(24)[0])
+    # proportional keeps the whole head: the first pairs turn with exponents over 96, the rest 0
+    p, _ = rotary.rope_frequencies(96, scaling={"rope_type": "proportional",
+                                                "partial_rotary_factor": 0.25})
+    assert p.shape == (48,) and np.all(p[12:] == 0)
+    np.testing.assert_allclose(p[:12], rotary.rope_frequencies(96)[0][:12], rtol=1e-7)
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_layer_with_partial_rotary_factor(face):
+    q, k = qk(shape=(1, 2, 12, 16))
+    layer = FACES[face].RotaryEmbedding(16, scaling={"partial_rotary_factor": 0.5})
+    assert layer.rotary_dim == 8
+    want = np32(FACES[face].RotaryEmbedding(16, rotary_dim=8)(tensor(face, q), tensor(face, k))[0])
+    np.testing.assert_array_equal(np32(layer(tensor(face, q), tensor(face, k))[0]), want)
+
+
+LONGROPE = {"rope_type": "longrope", "short_factor": [1.0, 1.5, 2.0, 3.0],
+            "long_factor": [1.0, 4.0, 8.0, 16.0], "factor": 4.0,
+            "original_max_position_embeddings": 16}
+
+
+def test_longrope_switches_factors_past_the_original_length():
+    base = rotary.rope_frequencies(8)[0].astype(np.float64)
+    short, factor = rotary.rope_frequencies(8, scaling=LONGROPE, seq_len=16)
+    long, _ = rotary.rope_frequencies(8, scaling=LONGROPE, seq_len=17)
+    np.testing.assert_allclose(short, base / LONGROPE["short_factor"], rtol=1e-6)
+    np.testing.assert_allclose(long, base / LONGROPE["long_factor"], rtol=1e-6)
+    assert factor == pytest.approx(np.sqrt(1 + np.log(4.0) / np.log(16)))
+    np.testing.assert_array_equal(rotary.rope_frequencies(8, scaling=LONGROPE)[0], short)
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_longrope_layer_follows_the_length_of_each_call(face):
+    q, k = qk(shape=(1, 2, 24, 8))
+    layer = FACES[face].RotaryEmbedding(8, scaling=LONGROPE)
+    for seq in (10, 24):
+        inv_freq, factor = rotary.rope_frequencies(8, scaling=LONGROPE, seq_len=seq)
+        got = layer(tensor(face, q[:, :, :seq]), tensor(face, k[:, :, :seq]))[0]
+        want = factor * rope_np(q[:, :, :seq], np.arange(seq), inv_freq, "half")
+        np.testing.assert_allclose(np32(got), want, rtol=1e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_from_hf_config_builds_the_layer_of_the_config(face):
+    config = {"hidden_size": 256, "num_attention_heads": 4, "max_position_embeddings": 2048,
+              "partial_rotary_factor": 0.5, "rope_theta": 500000.0,
+              "rope_scaling": {"type": "linear", "factor": 2.0}}
+    layer = FACES[face].RotaryEmbedding.from_hf_config(config)
+    assert (layer.head_dim, layer.rotary_dim, layer.base) == (64, 32, 500000.0)
+    want = rotary.rope_frequencies(64, base=500000.0, scaling={
+        "rope_type": "linear", "factor": 2.0, "partial_rotary_factor": 0.5})[0]
+    np.testing.assert_array_equal(layer._inv_freq, want)
+    np.testing.assert_array_equal(want, rotary.rope_frequencies(32, base=500000.0, scaling={
+        "rope_type": "linear", "factor": 2.0})[0])
+
+
+def test_hf_rope_needs_the_layer_type_where_the_layers_differ():
+    config = {"hidden_size": 64, "num_attention_heads": 4, "layer_types": ["a", "b"],
+              "rope_parameters": {"a": {"rope_type": "default", "rope_theta": 10.0},
+                                  "b": {"rope_type": "linear", "factor": 2.0}}}
+    assert rotary.hf_rope(config, layer_type="a")["base"] == 10.0
+    with pytest.raises(ValueError, match="hf_rope: layer_type must be one of 'a', 'b'"):
+        rotary.hf_rope(config)
+
+
+# --------------------------------------------------------------------------- length-dependent types, exact angles
+
+@pytest.mark.parametrize("face", FACES)
+def test_dynamic_with_positions_scales_by_the_largest_position(face):
+    """A cached tail (positions 200 .. 299) turns as the full pass of 300 does; it used to
+    take the number of positions (100) as the length."""
+    scaling = {"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 64}
+    q, k = qk(shape=(1, 2, 300, 16))
+    layer = FACES[face].RotaryEmbedding(16, scaling=scaling)
+    full = np32(layer(tensor(face, q), tensor(face, k))[0])
+    tail = layer(tensor(face, q[:, :, 200:]), tensor(face, k[:, :, 200:]),
+                 positions=tensor(face, np.arange(200, 300)))[0]
+    np.testing.assert_allclose(np32(tail), full[:, :, 200:], rtol=1e-5, atol=2e-5)
+
+
+def test_keras_dynamic_traced_with_an_unknown_length_follows_it():
+    """Traced with a length unknown until the call, the dynamic frequencies follow it in the
+    graph; they used to be those of max_len (2048 positions)."""
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("a tf.function trace")
+    import tensorflow as tf
+    for scaling in ({"rope_type": "dynamic", "factor": 4.0,
+                     "original_max_position_embeddings": 64}, LONGROPE):
+        q, _ = qk(shape=(1, 2, 300, 8))
+        layer = pk.RotaryEmbedding(8, scaling=scaling)
+        traced = tf.function(lambda t, layer=layer: layer(t, t)[0],
+                             input_signature=[tf.TensorSpec((1, 2, None, 8), tf.float32)])
+        for seq in (40, 300):
+            want = np32(layer(q[:, :, :seq], q[:, :, :seq])[0])
+            np.testing.assert_allclose(np32(traced(q[:, :, :seq])), want, rtol=1e-5, atol=1e-5)
+
+
+BIG = np.array([1_000_000, 9_999_999, 10_000_000, 10_000_001, 16_777_217, 2**31 - 1])
+
+
+def reference_rotation(x, positions, inv_freq64):
+    """``x`` rotated in float64 (half layout)."""
+    angles = positions[:, None].astype(np.float64) * inv_freq64
+    cos, sin = np.cos(angles), np.sin(angles)
+    n = inv_freq64.shape[0]
+    a, b = x[..., :n].astype(np.float64), x[..., n:2 * n].astype(np.float64)
+    return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_exact_angles_match_float64_at_ten_million(face):
+    inv_freq64 = 1.0 / 500000.0 ** (np.arange(0, 128, 2) / 128)
+    x = qk(shape=(1, 1, len(BIG), 128))[0]
+    want = reference_rotation(x, BIG, inv_freq64)
+    m = FACES[face]
+    positions = tensor(face, BIG.astype(np.int32))
+    plain = np32(m.apply_rope(tensor(face, x), positions, inv_freq64.astype(np.float32)))
+    assert np.abs(plain - want).max() > 0.1   # the float32 angles: off by tenths of a radian
+    exact = np32(m.apply_rope(tensor(face, x), positions, inv_freq64, exact=True))
+    np.testing.assert_allclose(exact, want, rtol=0, atol=2e-5)
+    layer = m.RotaryEmbedding(128, base=500000.0, exact=True)
+    got = np32(layer(tensor(face, x), tensor(face, x), positions=positions)[0])
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-5)
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_exact_angles_equal_the_plain_ones_at_small_positions(face):
+    q, k = qk(shape=(2, 3, 50, 16))
+    for scaling in (None, {"rope_type": "dynamic", "factor": 2.0,
+                           "original_max_position_embeddings": 16}):
+        plain = FACES[face].RotaryEmbedding(16, scaling=scaling)
+        exact = FACES[face].RotaryEmbedding(16, scaling=scaling, exact=True)
+        for offset, seq in ((0, 50), (7, 10)):
+            want = np32(plain(tensor(face, q[:, :, :seq]), tensor(face, k[:, :, :seq]),
+                              offset=offset)[0])
+            got = np32(exact(tensor(face, q[:, :, :seq]), tensor(face, k[:, :, :seq]),
+                             offset=offset)[0])
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    inv_freq, _ = rotary.rope_frequencies(16)
+    floats = np.arange(50, dtype=np.float32) * 0.75 - 3.0
+    np.testing.assert_allclose(
+        np32(FACES[face].apply_rope(tensor(face, q), tensor(face, floats), inv_freq, exact=True)),
+        np32(FACES[face].apply_rope(tensor(face, q), tensor(face, floats), inv_freq)),
+        rtol=0, atol=1e-5)

@@ -13,7 +13,7 @@ rotates a tensor ``(..., seq, head_dim)``, :class:`RotaryEmbedding` rotates
 Only ``keras.ops``: the angles are float32 whatever the dtype policy (a
 bfloat16 position near 65,536 would be 256 away from the true one), and cos
 and sin are cast to the input's dtype last. The frequencies and their
-registry are in ``posenc/rotary.py``, the checks in ``posenc/_checks.py``; the
+registry are in ``posenc/rotary.py``, its rules beside them; the
 PyTorch face mirrors this module name for name.
 """
 
@@ -25,19 +25,23 @@ from keras import ops
 
 from posenc import rotary as numpy_rotary
 from posenc._checks import (
+    _error,
+    check_bool,
     check_float,
     check_hw,
-    check_head_dim,
     check_int,
     check_positive_int,
     check_rank,
+)
+from posenc.keras._util import as_positions, dtype_of
+from posenc.rotary import (
+    check_head_dim,
     check_rope_features,
     check_rope_layout,
     check_rope_positions,
     check_rope_weight,
     check_rope_width,
 )
-from posenc.keras._util import as_positions, dtype_of
 
 __all__ = [
     "rope_frequencies",
@@ -63,7 +67,8 @@ def rope_frequencies(head_dim: int, *, base: float = 10000.0, scaling: dict | No
         head_dim: the number of rotated features, even.
         base: the wavelength base; default 10000.0.
         scaling: ``None`` or ``{"rope_type": "linear" | "ntk" | "dynamic" |
-            "yarn" | "llama3", "factor": ..., ...}``.
+            "yarn" | "llama3" | "longrope" | "proportional", "factor": ..., ...}``
+            (Hugging Face's ``rope_scaling`` or ``rope_parameters``).
         seq_len: the current sequence length, for ``dynamic`` only.
 
     Returns:
@@ -89,21 +94,79 @@ def rope_frequencies(head_dim: int, *, base: float = 10000.0, scaling: dict | No
 
 # --------------------------------------------------------------------------- the rotation
 
-def _angles(positions, inv_freq, attention_factor: float):
+def _angles(positions, inv_freq, attention_factor: float, terms=None):
     """float32 ``cos`` and ``sin`` of ``positions * inv_freq``: ``(*positions.shape, n)``.
 
     The frequencies are padded with zeros to a multiple of 16 for the sines and
     cosines: a backend that computes the last elements of a tensor outside its
     vector loop (TensorFlow on a CPU) then gives every position the same bits,
-    whatever the shape of ``positions``.
+    whatever the shape of ``positions``. With ``terms``
+    (:func:`posenc.rotary.angle_terms`) the angles are exact to about 1e-6 rad
+    at any position (:func:`_exact_angles`).
     """
     n = inv_freq.shape[0]
-    inv_freq = ops.pad(ops.cast(inv_freq, "float32"), [(0, -n % 16)])
-    angles = ops.expand_dims(ops.cast(positions, "float32"), -1) * inv_freq
+    pad = -n % 16
+    inv_freq = ops.pad(ops.cast(inv_freq, "float32"), [(0, pad)])
+    if terms is not None:
+        terms = ops.pad(ops.convert_to_tensor(terms, "float32"), [(0, 0), (0, 0), (0, pad)])
+        angles = _exact_angles(positions, inv_freq, terms)
+    else:
+        angles = ops.expand_dims(ops.cast(positions, "float32"), -1) * inv_freq
     cos, sin = ops.cos(angles)[..., :n], ops.sin(angles)[..., :n]
     if attention_factor != 1.0:
         cos, sin = cos * attention_factor, sin * attention_factor
     return cos, sin
+
+
+def _exact_angles(positions, inv_freq, terms):
+    """``2 pi frac(p * inv_freq / 2 pi)`` in float32 from the bytes of ``p``
+    (see :func:`posenc.rotary.angle_terms`); a float position's fraction adds
+    ``fraction * inv_freq``."""
+    positions = ops.convert_to_tensor(positions)
+    rest = None
+    if "float" in str(positions.dtype):
+        whole = ops.floor(positions)
+        rest = ops.cast(positions - whole, "float32")
+    else:
+        whole = ops.cast(positions, "int32")
+    total = 0.0
+    for j in range(terms.shape[0]):
+        limb = ops.floor_divide(whole, 256 ** j) if j else whole
+        if j < terms.shape[0] - 1:
+            limb = limb - 256 * ops.floor_divide(limb, 256)
+        limb = ops.expand_dims(ops.cast(limb, "float32"), -1)
+        head = limb * terms[j, 0]
+        total = total + (head - ops.floor(head)) + limb * terms[j, 1]
+    angles = (total - ops.floor(total)) * np.float32(2 * np.pi)
+    if rest is not None:
+        angles = angles + ops.expand_dims(rest, -1) * inv_freq
+    return angles
+
+
+def _traced_frequencies(rule: dict, length, exact: bool, *, what: str):
+    """The frequencies of a length known only in the graph (:meth:`RotarySetup.length_rule`),
+    and their exact angles' constants (or ``None``)."""
+    length = ops.cast(length, "float32")
+    if rule["kind"] == "ntk":
+        if exact:
+            raise _error(what, "exact=True with rope_type='dynamic' needs the sequence length, "
+                               "got a length known only in the graph",
+                         "give q a static length and the default positions, or call the "
+                         "layer eagerly")
+        grown = ops.maximum(rule["factor"] * length / rule["original"] - (rule["factor"] - 1.0),
+                            1.0)
+        return rule["inv_freq"] * ops.exp(-ops.log(grown) * rule["exponent"]), None
+    long = length > rule["original"]
+    terms = ops.where(long, rule["long_terms"], rule["short_terms"]) if exact else None
+    return ops.where(long, rule["long"], rule["short"]), terms
+
+
+def _value(x):
+    """``x``'s value as NumPy, or ``None`` inside a traced function (no value yet)."""
+    try:
+        return ops.convert_to_numpy(x)
+    except Exception:   # each backend has its own tracer error (TensorFlow, JAX, torch)
+        return None
 
 
 def _rotate(x, cos, sin, layout: str, dtype=None):
@@ -147,6 +210,15 @@ def _check_x(x, num_freq: int, *, name: str, what: str) -> None:
     check_rope_features(num_freq, x.shape[-1], name=name, what=what)
 
 
+def _terms(inv_freq, what: str):
+    """The exact angles' constants of ``inv_freq`` at its own precision (float64 if given so)."""
+    values = inv_freq if isinstance(inv_freq, np.ndarray) else _value(inv_freq)
+    if values is None:
+        raise _error(what, "exact=True needs the values of inv_freq, got a traced inv_freq",
+                     "pass inv_freq as a NumPy array (rope_frequencies' values)")
+    return numpy_rotary.angle_terms(np.asarray(values, np.float64).reshape(-1))
+
+
 def _inv_freq(inv_freq, what: str):
     inv_freq = ops.convert_to_tensor(inv_freq)
     check_rank("inv_freq", inv_freq.shape, 1, what=what,
@@ -155,7 +227,7 @@ def _inv_freq(inv_freq, what: str):
 
 
 def apply_rope(x, positions, inv_freq, *, layout: str = "half",
-               attention_factor: float = 1.0):
+               attention_factor: float = 1.0, exact: bool = False):
     """Rotate the features of ``x`` by the angles ``positions * inv_freq`` (RoPE).
 
     Pair ``i`` of the first ``r = 2 * len(inv_freq)`` features turns by
@@ -173,7 +245,14 @@ def apply_rope(x, positions, inv_freq, *, layout: str = "half",
         inv_freq: ``(n,)`` frequencies with ``2n <= head_dim``
             (:func:`rope_frequencies`).
         layout: ``"half"`` (default) or ``"interleaved"``.
-        attention_factor: scale of cos and sin; 1.0 except for YaRN.
+        attention_factor: scale of cos and sin; 1.0 except for YaRN and LongRoPE.
+        exact: ``False`` (default): float32 angles ``positions * inv_freq``, off by
+            about ``position * inv_freq * 6e-8`` rad (0.43 rad for base 500000 at
+            position 10M); ``True``: the angles reduced modulo ``2 pi`` exactly
+            first (:func:`posenc.rotary.angle_terms`), right to about 1e-6 rad at
+            any position, from ``inv_freq`` at its own precision (pass float64
+            frequencies for the full benefit); a few more elementwise steps per
+            angle, the rotation unchanged.
 
     Returns:
         Tensor of the shape and dtype of ``x``.
@@ -192,12 +271,14 @@ def apply_rope(x, positions, inv_freq, *, layout: str = "half",
     layout = check_rope_layout(layout, what=what)
     attention_factor = check_float("attention_factor", attention_factor, above=0.0, what=what,
                                    fix="use 1.0, or the factor rope_frequencies returns")
+    exact = check_bool("exact", exact, what=what)
+    terms = _terms(inv_freq, what) if exact else None
     inv_freq = _inv_freq(inv_freq, what)
     x = ops.convert_to_tensor(x)
     _check_x(x, inv_freq.shape[0], name="x", what=what)
     positions = as_positions(positions, what=what)
     check_rope_positions(positions.shape, x.shape, name="x", what=what)
-    cos, sin = _batched(*_angles(positions, inv_freq, attention_factor), positions, x)
+    cos, sin = _batched(*_angles(positions, inv_freq, attention_factor, terms), positions, x)
     return _rotate(x, cos, sin, layout)
 
 
@@ -297,19 +378,31 @@ class RotaryEmbedding(keras.layers.Layer):
     ``tf.function`` and under ``jit_compile``. Called
     with ``offset``, it rotates the new tokens of a decoder at positions
     ``offset .. offset + seq - 1``: token-by-token decoding equals the full
-    pass. With ``scaling={"rope_type": "dynamic", ...}`` the frequencies
-    follow the length ``offset + seq`` of each call instead of the table.
+    pass. With ``scaling={"rope_type": "dynamic" | "longrope", ...}`` the
+    frequencies follow the length of each call (``offset + seq``, or the
+    largest of ``positions`` + 1) instead of the table. A KV cache does not
+    follow them: keys cached before the length crossed
+    ``original_max_position_embeddings`` keep the frequencies they were
+    rotated with (LongRoPE's ``short_factor``, dynamic NTK's smaller base), so
+    decoding past that point differs from a full pass over the same tokens, as
+    in Hugging Face; re-encode the cached tokens when the length crosses it.
+    :meth:`from_hf_config` builds the layer of a Hugging Face config.
     No weights.
 
     Args:
         head_dim: features per head, even.
         base: the wavelength base; default 10000.0.
         scaling: ``None`` or a Hugging Face ``rope_scaling`` dict (see
-            :func:`rope_frequencies`).
+            :func:`rope_frequencies`; the legacy key ``type`` is read too). With
+            ``partial_rotary_factor`` in it, ``rotary_dim`` is
+            ``int(head_dim * partial_rotary_factor)``.
         layout: ``"half"`` (default) or ``"interleaved"``.
         rotary_dim: features rotated (partial rotary), even, at most
             ``head_dim``; default ``head_dim``.
         max_len: initial size of the cos/sin table; default 2048.
+        exact: angles exact at any position, from the float64 frequencies (see
+            :func:`apply_rope`); default ``False``. Use it past about 100,000
+            positions.
 
     Call arguments:
         q: ``(batch, heads, seq, head_dim)`` (any ``(..., seq, head_dim)``).
@@ -337,39 +430,61 @@ class RotaryEmbedding(keras.layers.Layer):
 
     def __init__(self, head_dim: int, *, base: float = 10000.0, scaling: dict | None = None,
                  layout: str = "half", rotary_dim: int | None = None, max_len: int = 2048,
-                 **kwargs):
+                 exact: bool = False, **kwargs):
         super().__init__(**kwargs)
         what = "RotaryEmbedding"
-        self.head_dim = check_head_dim(head_dim, what=what)
-        self.rotary_dim = (self.head_dim if rotary_dim is None
-                           else check_head_dim(rotary_dim, name="rotary_dim", what=what))
-        check_rope_features(self.rotary_dim // 2, self.head_dim, name="q", what=what)
-        self.layout = check_rope_layout(layout, what=what)
         self.max_len = check_positive_int("max_len", max_len, what=what)
-        self.dynamic = isinstance(scaling, dict) and scaling.get("rope_type") == "dynamic"
-        self._inv_freq, self.attention_factor = numpy_rotary.checked_frequencies(
-            self.rotary_dim, base, scaling, self.max_len if self.dynamic else None, what=what)
+        self._setup = numpy_rotary.rotary_setup(head_dim, rotary_dim, base, scaling, self.max_len,
+                                                what=what)
+        self.head_dim, self.rotary_dim = self._setup.head_dim, self._setup.rotary_dim
+        self.layout = check_rope_layout(layout, what=what)
+        self.dynamic = self._setup.by_length
+        self.exact = check_bool("exact", exact, what=what)
+        inv_freq, self.attention_factor = self._setup.frequencies()
+        self._inv_freq = inv_freq.astype(np.float32)
+        self._terms = numpy_rotary.angle_terms(inv_freq) if self.exact else None
+        self._rule = self._setup.length_rule() if self.dynamic else None
         self.scaling = None if scaling is None else dict(scaling)
         self.base = float(base)
         self._cos = self._sin = np.zeros((0, self.rotary_dim // 2), np.float32)
         self.built = True
 
-    def _frequencies(self, length: int):
-        if not self.dynamic:
-            return self._inv_freq
-        return numpy_rotary.rope_frequencies(self.rotary_dim, base=self.base,
-                                             scaling=self.scaling, seq_len=length)[0]
+    @classmethod
+    def from_hf_config(cls, config, *, layer_type: str | None = None, **kwargs):
+        """The layer of a Hugging Face config (a ``config.json`` dict or a config object):
+        its head width, base and scaling as :func:`posenc.rotary.hf_rope` reads them,
+        ``partial_rotary_factor`` included; ``kwargs`` (``layout``, ``max_len``) pass on.
+
+        Example:
+            >>> rope = RotaryEmbedding.from_hf_config({"hidden_size": 2048,
+            ...     "num_attention_heads": 16, "rope_theta": 1000000.0})
+            >>> rope.head_dim, rope.base
+            (128, 1000000.0)
+        """
+        return cls(**numpy_rotary.hf_rope(config, layer_type=layer_type), **kwargs)
+
+    def _angles(self, positions, length):
+        """cos and sin of ``positions`` with the frequencies of a ``length``-long sequence
+        (an int, or a tensor inside a traced function)."""
+        inv_freq, terms = self._inv_freq, self._terms
+        if self.dynamic:
+            if isinstance(length, (int, np.integer)):
+                inv_freq64, _ = self._setup.frequencies(int(length))
+                inv_freq = inv_freq64.astype(np.float32)
+                terms = numpy_rotary.angle_terms(inv_freq64) if self.exact else None
+            else:
+                inv_freq, terms = _traced_frequencies(self._rule, length,
+                                                      self.exact, what=type(self).__name__)
+        return _angles(positions, inv_freq, self.attention_factor, terms)
 
     def _table(self, offset: int, seq):
         """cos and sin ``(seq, rotary_dim / 2)`` for positions ``offset .. offset+seq-1``."""
         if self.dynamic:
-            positions = ops.arange(offset, offset + seq, dtype="int32")
-            return _angles(positions, self._frequencies(offset + seq), self.attention_factor)
+            return self._angles(ops.arange(offset, offset + seq, dtype="int32"), offset + seq)
         end = offset + seq
         if self._cos.shape[0] < end:
             size = max(self.max_len, 1 << (end - 1).bit_length())
-            cos, sin = _angles(ops.arange(size, dtype="int32"), self._inv_freq,
-                               self.attention_factor)
+            cos, sin = self._angles(ops.arange(size, dtype="int32"), size)
             try:   # the same ops as explicit positions, so the same bits
                 self._cos, self._sin = ops.convert_to_numpy(cos), ops.convert_to_numpy(sin)
             except (NotImplementedError, TypeError, ValueError):   # traced: no value yet
@@ -388,9 +503,10 @@ class RotaryEmbedding(keras.layers.Layer):
         check_rope_positions((q.shape[-2],), k.shape, name="k", what=what)
         if positions is None:
             seq = q.shape[-2]
-            if seq is None:
-                positions = ops.arange(ops.shape(q)[-2], dtype="int32") + offset
-                cos, sin = _angles(positions, self._inv_freq, self.attention_factor)
+            if seq is None:   # a traced length: the frequencies follow it in the graph
+                length = ops.shape(q)[-2] + offset
+                cos, sin = self._angles(ops.arange(ops.shape(q)[-2], dtype="int32") + offset,
+                                        length)
             else:
                 cos, sin = self._table(offset, seq)
             qc = kc = (cos, sin)
@@ -398,8 +514,12 @@ class RotaryEmbedding(keras.layers.Layer):
             positions = as_positions(positions, what=what)
             check_rope_positions(positions.shape, q.shape, name="q", what=what)
             check_rope_positions(positions.shape, k.shape, name="k", what=what)
-            length = (positions.shape[-1] or 0) + offset
-            cos, sin = _angles(positions, self._frequencies(length), self.attention_factor)
+            length = 0
+            if self.dynamic:   # the sequence these positions end: its largest one + 1
+                largest = ops.max(positions) + 1
+                value = _value(largest)
+                length = largest if value is None else int(value)
+            cos, sin = self._angles(positions, length)
             qc, kc = _batched(cos, sin, positions, q), _batched(cos, sin, positions, k)
         dtype = self.compute_dtype
         return _rotate(q, *qc, self.layout, dtype), _rotate(k, *kc, self.layout, dtype)
@@ -411,7 +531,7 @@ class RotaryEmbedding(keras.layers.Layer):
         config = super().get_config()
         config.update({"head_dim": self.head_dim, "base": self.base, "scaling": self.scaling,
                        "layout": self.layout, "rotary_dim": self.rotary_dim,
-                       "max_len": self.max_len})
+                       "max_len": self.max_len, "exact": self.exact})
         return config
 
 

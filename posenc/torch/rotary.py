@@ -18,8 +18,8 @@ eager mode the interleaved layout is one complex product, the half layout
 the backward is the same rotation with the angle negated; under
 ``torch.compile`` a plain formula is traced.
 
-The frequencies and their registry are in ``posenc/rotary.py``, the checks in
-``posenc/_checks.py``; the Keras face mirrors this module name for name.
+The frequencies and their registry are in ``posenc/rotary.py``, its rules beside
+them; the Keras face mirrors this module name for name.
 """
 
 from __future__ import annotations
@@ -30,19 +30,23 @@ from torch import nn
 
 from posenc import rotary as numpy_rotary
 from posenc._checks import (
+    _error,
+    check_bool,
     check_float,
-    check_head_dim,
     check_hw,
     check_int,
     check_positive_int,
     check_rank,
+)
+from posenc.torch._util import as_positions, is_compiling
+from posenc.rotary import (
+    check_head_dim,
     check_rope_features,
     check_rope_layout,
     check_rope_positions,
     check_rope_weight,
     check_rope_width,
 )
-from posenc.torch._util import as_positions, is_compiling
 
 __all__ = [
     "rope_frequencies",
@@ -68,7 +72,8 @@ def rope_frequencies(head_dim: int, *, base: float = 10000.0, scaling: dict | No
         head_dim: the number of rotated features, even.
         base: the wavelength base; default 10000.0.
         scaling: ``None`` or ``{"rope_type": "linear" | "ntk" | "dynamic" |
-            "yarn" | "llama3", "factor": ..., ...}``.
+            "yarn" | "llama3" | "longrope" | "proportional", "factor": ..., ...}``
+            (Hugging Face's ``rope_scaling`` or ``rope_parameters``).
         seq_len: the current sequence length, for ``dynamic`` only.
 
     Returns:
@@ -94,22 +99,78 @@ def rope_frequencies(head_dim: int, *, base: float = 10000.0, scaling: dict | No
 
 # --------------------------------------------------------------------------- the rotation
 
-def _angles(positions: torch.Tensor, inv_freq: torch.Tensor,
-            attention_factor: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _angles(positions: torch.Tensor, inv_freq: torch.Tensor, attention_factor: float,
+            terms: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """float32 ``cos`` and ``sin`` of ``positions * inv_freq``: ``(*positions.shape, n)``.
 
     Autocast is off and both factors are float32: a bfloat16 angle at position
-    65,536 is wrong by up to 128 radians.
+    65,536 is wrong by up to 128 radians. With ``terms``
+    (:func:`posenc.rotary.angle_terms`) the angles are exact to about 1e-6 rad
+    at any position (:func:`_exact_angles`).
     """
     device = inv_freq.device
     with torch.autocast(device_type=device.type, enabled=False):
-        p = positions.to(device=device, dtype=torch.float32)
         f = inv_freq.to(torch.float32)
-        angles = torch.outer(p, f) if p.dim() == 1 else p[..., None] * f
+        if terms is not None:
+            angles = _exact_angles(positions.to(device), f, terms.to(device))
+        else:
+            p = positions.to(device=device, dtype=torch.float32)
+            angles = torch.outer(p, f) if p.dim() == 1 else p[..., None] * f
         cos, sin = angles.cos(), angles.sin()
         if attention_factor != 1.0:
             cos, sin = cos * attention_factor, sin * attention_factor
     return cos, sin
+
+
+def _exact_angles(positions: torch.Tensor, inv_freq: torch.Tensor,
+                  terms: torch.Tensor) -> torch.Tensor:
+    """``2 pi frac(p * inv_freq / 2 pi)`` in float32 from the bytes of ``p``
+    (see :func:`posenc.rotary.angle_terms`); a float position's fraction adds
+    ``fraction * inv_freq``."""
+    if positions.is_floating_point():
+        whole = torch.floor(positions)
+        rest = (positions - whole).to(torch.float32)
+        whole = whole.to(torch.int64)
+    else:
+        whole, rest = positions.to(torch.int64), None
+    total = torch.zeros((*whole.shape, inv_freq.shape[0]), dtype=torch.float32,
+                        device=inv_freq.device)
+    for j in range(terms.shape[0]):
+        limb = torch.div(whole, 256 ** j, rounding_mode="floor")
+        if j < terms.shape[0] - 1:
+            limb = torch.remainder(limb, 256)
+        limb = limb.to(torch.float32)[..., None]
+        head = limb * terms[j, 0]
+        total = total + (head - torch.floor(head)) + limb * terms[j, 1]
+    angles = (total - torch.floor(total)) * (2 * np.pi)
+    if rest is not None:
+        angles = angles + rest[..., None] * inv_freq
+    return angles
+
+
+def _traced_frequencies(rule: dict, length, exact: bool, device, *, what: str):
+    """The frequencies of a length that only the traced graph knows, from
+    :meth:`posenc.rotary.RotarySetup.length_rule`, and their exact angles' constants."""
+    length = torch.as_tensor(length, device=device)
+    if rule["kind"] == "ntk":
+        if exact:
+            raise _error(what, "exact=True with rope_type='dynamic' needs the sequence length, "
+                               "got a length known only in the graph",
+                         "call the layer eagerly, outside torch.compile")
+        # float64 (on the CPU where the device has none), as the eager path's NumPy
+        where = "cpu" if device.type == "mps" else device
+        n = length.to(where, torch.float64)
+        factor, d = rule["factor"], rule["dim"]
+        grown = torch.clamp(factor * n / rule["original"] - (factor - 1.0), min=1.0)
+        base = rule["base"] * grown ** (d / (d - 2))
+        exponents = torch.arange(0, d, 2, dtype=torch.float64, device=where) / d
+        return (1.0 / base ** exponents).to(device, torch.float32), None
+    long = length.to(torch.float32) > rule["original"]
+    inv_freq = torch.where(long, torch.as_tensor(rule["long"], device=device),
+                           torch.as_tensor(rule["short"], device=device))
+    terms = (torch.where(long, torch.as_tensor(rule["long_terms"], device=device),
+                         torch.as_tensor(rule["short_terms"], device=device)) if exact else None)
+    return inv_freq, terms
 
 
 def _pairs(t: torch.Tensor, n: int, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -204,6 +265,13 @@ def _check_x(x, num_freq: int, *, name: str, what: str) -> None:
     check_rope_features(num_freq, x.shape[-1], name=name, what=what)
 
 
+def _terms(inv_freq) -> torch.Tensor:
+    """The exact angles' constants of ``inv_freq`` at its own precision (float64 if given so)."""
+    values = (inv_freq.detach().to("cpu", torch.float64).numpy() if torch.is_tensor(inv_freq)
+              else np.asarray(inv_freq, np.float64))
+    return torch.as_tensor(numpy_rotary.angle_terms(values.reshape(-1)))
+
+
 def _inv_freq(inv_freq, what: str) -> torch.Tensor:
     inv_freq = inv_freq if torch.is_tensor(inv_freq) else torch.as_tensor(np.asarray(inv_freq))
     check_rank("inv_freq", inv_freq.shape, 1, what=what,
@@ -212,7 +280,7 @@ def _inv_freq(inv_freq, what: str) -> torch.Tensor:
 
 
 def apply_rope(x: torch.Tensor, positions, inv_freq, *, layout: str = "half",
-               attention_factor: float = 1.0) -> torch.Tensor:
+               attention_factor: float = 1.0, exact: bool = False) -> torch.Tensor:
     """Rotate the features of ``x`` by the angles ``positions * inv_freq`` (RoPE).
 
     Pair ``i`` of the first ``r = 2 * len(inv_freq)`` features turns by
@@ -230,7 +298,14 @@ def apply_rope(x: torch.Tensor, positions, inv_freq, *, layout: str = "half",
         inv_freq: ``(n,)`` frequencies with ``2n <= head_dim``
             (:func:`rope_frequencies`).
         layout: ``"half"`` (default) or ``"interleaved"``.
-        attention_factor: scale of cos and sin; 1.0 except for YaRN.
+        attention_factor: scale of cos and sin; 1.0 except for YaRN and LongRoPE.
+        exact: ``False`` (default): float32 angles ``positions * inv_freq``, off by
+            about ``position * inv_freq * 6e-8`` rad (0.43 rad for base 500000 at
+            position 10M); ``True``: the angles reduced modulo ``2 pi`` exactly
+            first (:func:`posenc.rotary.angle_terms`), right to about 1e-6 rad at
+            any position, from ``inv_freq`` at its own precision (pass float64
+            frequencies for the full benefit); a few more elementwise steps per
+            angle, the rotation unchanged.
 
     Returns:
         Tensor of the shape and dtype of ``x``.
@@ -249,11 +324,13 @@ def apply_rope(x: torch.Tensor, positions, inv_freq, *, layout: str = "half",
     layout = check_rope_layout(layout, what=what)
     attention_factor = check_float("attention_factor", attention_factor, above=0.0, what=what,
                                    fix="use 1.0, or the factor rope_frequencies returns")
+    exact = check_bool("exact", exact, what=what)
+    terms = _terms(inv_freq) if exact else None
     inv_freq = _inv_freq(inv_freq, what)
     _check_x(x, inv_freq.shape[0], name="x", what=what)
     positions = as_positions(positions, what=what)
     check_rope_positions(positions.shape, x.shape, name="x", what=what)
-    cos, sin = _angles(positions, inv_freq.to(x.device), attention_factor)
+    cos, sin = _angles(positions, inv_freq.to(x.device), attention_factor, terms)
     cos, sin = _batched(cos, sin, positions, x)
     return _rotate(x, cos, sin, layout)
 
@@ -347,18 +424,30 @@ class RotaryEmbedding(nn.Module):
     ``torch.compile`` a longer call computes its angles directly). Called with
     ``offset``, it rotates the new tokens of a decoder at positions
     ``offset .. offset + seq - 1``: token-by-token decoding equals the full
-    pass. With ``scaling={"rope_type": "dynamic", ...}`` the frequencies
-    follow the length ``offset + seq`` of each call instead of the table.
+    pass. With ``scaling={"rope_type": "dynamic" | "longrope", ...}`` the
+    frequencies follow the length of each call (``offset + seq``, or the
+    largest of ``positions`` + 1) instead of the table. A KV cache does not
+    follow them: keys cached before the length crossed
+    ``original_max_position_embeddings`` keep the frequencies they were
+    rotated with (LongRoPE's ``short_factor``, dynamic NTK's smaller base), so
+    decoding past that point differs from a full pass over the same tokens, as
+    in Hugging Face; re-encode the cached tokens when the length crosses it.
+    :meth:`from_hf_config` builds the layer of a Hugging Face config.
 
     Args:
         head_dim: features per head, even.
         base: the wavelength base; default 10000.0.
         scaling: ``None`` or a Hugging Face ``rope_scaling`` dict (see
-            :func:`rope_frequencies`).
+            :func:`rope_frequencies`; the legacy key ``type`` is read too). With
+            ``partial_rotary_factor`` in it, ``rotary_dim`` is
+            ``int(head_dim * partial_rotary_factor)``.
         layout: ``"half"`` (default) or ``"interleaved"``.
         rotary_dim: features rotated (partial rotary), even, at most
             ``head_dim``; default ``head_dim``.
         max_len: initial size of the cos/sin table; default 2048.
+        exact: angles exact at any position, from the float64 frequencies (see
+            :func:`apply_rope`); default ``False``. Use it past about 100,000
+            positions.
 
     Call arguments:
         q: ``(batch, heads, seq, head_dim)`` (any ``(..., seq, head_dim)``).
@@ -385,19 +474,21 @@ class RotaryEmbedding(nn.Module):
     """
 
     def __init__(self, head_dim: int, *, base: float = 10000.0, scaling: dict | None = None,
-                 layout: str = "half", rotary_dim: int | None = None, max_len: int = 2048):
+                 layout: str = "half", rotary_dim: int | None = None, max_len: int = 2048,
+                 exact: bool = False):
         super().__init__()
         what = "RotaryEmbedding"
-        self.head_dim = check_head_dim(head_dim, what=what)
-        self.rotary_dim = (self.head_dim if rotary_dim is None
-                           else check_head_dim(rotary_dim, name="rotary_dim", what=what))
-        check_rope_features(self.rotary_dim // 2, self.head_dim, name="q", what=what)
-        self.layout = check_rope_layout(layout, what=what)
         self.max_len = check_positive_int("max_len", max_len, what=what)
-        self.dynamic = isinstance(scaling, dict) and scaling.get("rope_type") == "dynamic"
-        self.base = base
-        self._inv_freq, self.attention_factor = numpy_rotary.checked_frequencies(
-            self.rotary_dim, base, scaling, self.max_len if self.dynamic else None, what=what)
+        self._setup = numpy_rotary.rotary_setup(head_dim, rotary_dim, base, scaling, self.max_len,
+                                                what=what)
+        self.head_dim, self.rotary_dim = self._setup.head_dim, self._setup.rotary_dim
+        self.layout = check_rope_layout(layout, what=what)
+        self.dynamic = self._setup.by_length
+        self.exact = check_bool("exact", exact, what=what)
+        inv_freq, self.attention_factor = self._setup.frequencies()
+        self._inv_freq = inv_freq.astype(np.float32)
+        self._terms = numpy_rotary.angle_terms(inv_freq) if self.exact else None
+        self._rule = self._setup.length_rule() if self.dynamic else None
         self.scaling = None if scaling is None else dict(scaling)
         self.base = float(base)
         self.register_buffer("_cos", torch.empty(0, self.rotary_dim // 2), persistent=False)
@@ -405,27 +496,47 @@ class RotaryEmbedding(nn.Module):
 
     def extra_repr(self) -> str:
         return (f"head_dim={self.head_dim}, base={self.base}, scaling={self.scaling}, "
-                f"layout={self.layout!r}, rotary_dim={self.rotary_dim}, max_len={self.max_len}")
+                f"layout={self.layout!r}, rotary_dim={self.rotary_dim}, max_len={self.max_len}"
+                + (", exact=True" if self.exact else ""))
 
-    def _frequencies(self, length: int) -> torch.Tensor:
-        inv_freq = self._inv_freq
+    @classmethod
+    def from_hf_config(cls, config, *, layer_type: str | None = None, **kwargs):
+        """The layer of a Hugging Face config (a ``config.json`` dict or a config object):
+        its head width, base and scaling as :func:`posenc.rotary.hf_rope` reads them,
+        ``partial_rotary_factor`` included; ``kwargs`` (``layout``, ``max_len``) pass on.
+
+        Example:
+            >>> rope = RotaryEmbedding.from_hf_config({"hidden_size": 2048,
+            ...     "num_attention_heads": 16, "rope_theta": 1000000.0})
+            >>> rope.head_dim, rope.base
+            (128, 1000000.0)
+        """
+        return cls(**numpy_rotary.hf_rope(config, layer_type=layer_type), **kwargs)
+
+    def _angles(self, positions: torch.Tensor, length: int):
+        """cos and sin of ``positions`` with the frequencies of a ``length``-long sequence."""
+        inv_freq, terms = self._inv_freq, self._terms
+        device = self._cos.device
+        if self.dynamic and (is_compiling() or torch.is_tensor(length)):
+            inv_freq, terms = _traced_frequencies(self._rule, length, self.exact,
+                                                  device, what=type(self).__name__)
+            return _angles(positions, inv_freq, self.attention_factor, terms)
         if self.dynamic:
-            inv_freq, _ = numpy_rotary.rope_frequencies(
-                self.rotary_dim, base=self.base, scaling=self.scaling, seq_len=length)
-        return torch.as_tensor(inv_freq, device=self._cos.device)
+            inv_freq64, _ = self._setup.frequencies(length)
+            inv_freq = inv_freq64.astype(np.float32)
+            terms = numpy_rotary.angle_terms(inv_freq64) if self.exact else None
+        return _angles(positions, torch.as_tensor(inv_freq, device=device), self.attention_factor,
+                       None if terms is None else torch.as_tensor(terms, device=device))
 
     def _table(self, offset: int, seq: int):
         """cos and sin ``(seq, rotary_dim / 2)`` for positions ``offset .. offset+seq-1``."""
         end = offset + seq
         if self.dynamic or (is_compiling() and (self._cos.shape[0] < end
                                                 or self._cos.dtype != torch.float32)):
-            positions = torch.arange(offset, end, device=self._cos.device)
-            return _angles(positions, self._frequencies(end), self.attention_factor)
+            return self._angles(torch.arange(offset, end, device=self._cos.device), end)
         if self._cos.shape[0] < end or self._cos.dtype != torch.float32:
             size = max(self.max_len, 1 << (end - 1).bit_length()) if end else self.max_len
-            positions = torch.arange(size, device=self._cos.device)
-            self._cos, self._sin = _angles(positions, self._frequencies(size),
-                                           self.attention_factor)
+            self._cos, self._sin = self._angles(torch.arange(size, device=self._cos.device), size)
         return self._cos[offset:end], self._sin[offset:end]
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, *, offset: int = 0, positions=None):
@@ -444,8 +555,12 @@ class RotaryEmbedding(nn.Module):
             positions = as_positions(positions, what=what)
             check_rope_positions(positions.shape, q.shape, name="q", what=what)
             check_rope_positions(positions.shape, k.shape, name="k", what=what)
-            length = int(positions.shape[-1]) + offset
-            cos, sin = _angles(positions, self._frequencies(length), self.attention_factor)
+            # the frequencies of the sequence these positions end: its largest one + 1
+            length = 0
+            if self.dynamic and positions.numel():
+                largest = positions.max() + 1
+                length = largest if is_compiling() else int(largest)
+            cos, sin = self._angles(positions, length)
             qc, kc = _batched(cos, sin, positions, q), _batched(cos, sin, positions, k)
         return _rotate(q, *qc, self.layout), _rotate(k, *kc, self.layout)
 
