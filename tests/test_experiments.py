@@ -17,6 +17,7 @@ from posenc.experiments import EXPERIMENTS, experiment, load_results, results_pa
 from posenc.experiments import data
 from posenc.experiments.cli import main, parse_args
 from posenc.experiments.context import ExperimentContext
+from posenc.experiments.analysis import over_seeds
 from posenc.experiments.records import read_results, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -272,7 +273,8 @@ def test_keras_quick_smoke(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["posenc.experiments.data", "posenc.experiments.analysis",
-                                  "posenc.experiments.records", "posenc.experiments.runners"])
+                                  "posenc.experiments.records", "posenc.experiments.runners",
+                                  "posenc.experiments.stats"])
 def test_docstring_examples(name):
     import doctest
     import importlib
@@ -285,7 +287,7 @@ def test_docstring_examples(name):
 def test_importing_the_lab_imports_no_framework():
     code = ("import sys, posenc.experiments, posenc.experiments.cli, posenc.experiments.data, "
             "posenc.experiments.context, posenc.experiments.records, posenc.experiments.runners, "
-            "posenc.experiments.analysis; print(sorted(m for m in ('torch', 'keras', "
+            "posenc.experiments.analysis, posenc.experiments.stats; print(sorted(m for m in ('torch', 'keras', "
             "'tensorflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env=_env(), cwd=ROOT)
@@ -297,11 +299,146 @@ def test_analysis_summaries():
 
     rows = [{"scheme": "a", "eval_len": n, "perplexity": p, "seed": s}
             for s, (p1, p2) in enumerate([(2.0, 4.0), (4.0, 4.0)]) for n, p in ((8, p1), (16, p2))]
-    assert lm_ratio(rows, "a", 16, 8) == pytest.approx(4.0 / 3.0)
+    # per seed: ratios 2 and 1; their geometric mean (exp of the mean loss difference) is
+    # sqrt(2), not the ratio of the mean perplexities, 4 / 3
+    assert lm_ratio(rows, "a", 16, 8) == pytest.approx(2.0 ** 0.5)
     acc = [{"scheme": "x", "token_accuracy": 0.2}, {"scheme": "y", "token_accuracy": 0.9}]
     assert ranking(acc) == [("y", 0.9), ("x", 0.2)]
     assert markdown_table(["a", "b"], [["x", 1.234]]).splitlines()[2] == "| x | 1.23 |"
 
+
+
+def _lm_rows():
+    """Three seeds of two schemes at two lengths; b's loss is a's plus 0.1, plus 0.3 at 16."""
+    rows = []
+    for seed, base in enumerate([1.0, 1.2, 1.6]):
+        for scheme in ("a", "b"):
+            for n in (8, 16):
+                loss = base + (0.1 if scheme == "b" else 0.0) + (0.3 if scheme == "b"
+                                                                  and n == 16 else 0.0)
+                rows.append({"scheme": scheme, "seed": seed, "eval_len": n, "loss": loss,
+                             "perplexity": float(np.exp(loss))})
+    return rows
+
+
+def test_over_seeds_averages_losses_not_perplexities():
+    rows = [{"s": "a", "perplexity": 2.0}, {"s": "a", "perplexity": 8.0}]
+    got = over_seeds(rows, ("s",), "perplexity")["a"]
+    assert got["mean"] == pytest.approx(4.0) and (got["min"], got["max"]) == (2.0, 8.0)
+    assert over_seeds(rows, ("s",), "perplexity", geometric=False)["a"]["mean"] == 5.0
+
+
+def test_intervals_and_paired_differences_over_seeds():
+    from posenc.experiments.analysis import intervals, lm_bits, paired_differences
+
+    rows = _lm_rows()
+    loss = intervals(rows, ("scheme", "eval_len"), "loss")
+    assert loss["a", 8].mean == pytest.approx(3.8 / 3) and loss["a", 8].n == 3
+    bits = lm_bits(rows)
+    assert bits["a", 8].mean == pytest.approx(3.8 / 3 / np.log(2))
+    # the seeds' shared offsets cancel: b - a is exactly 0.1 at 8 and 0.4 at 16
+    diff = paired_differences(rows, "loss", "a", keys=("eval_len",))
+    assert set(diff) == {("b", 8), ("b", 16)}
+    assert diff["b", 8].mean == pytest.approx(0.1) and diff["b", 8].half_width < 1e-9
+    assert diff["b", 16].mean == pytest.approx(0.4)
+    # unpaired, the same seeds give an interval that includes zero
+    assert loss["b", 8].low < loss["a", 8].mean
+    with pytest.raises(ValueError, match="reference='c' is not in the rows"):
+        paired_differences(rows, "loss", "c", keys=("eval_len",))
+    with pytest.raises(ValueError, match="seed 0 appears twice"):
+        intervals(rows + rows[:1], ("scheme", "eval_len"), "loss")
+
+
+def test_lm_log_ratio_is_per_seed_and_unit_free():
+    from posenc.experiments.analysis import lm_log_ratio, lm_log_ratios
+    from posenc.experiments.stats import verdict
+
+    rows = _lm_rows()
+    got = lm_log_ratio(rows, "b", 16, 8)
+    expect = [(b + 0.4) / (b + 0.1) - 1 for b in (1.0, 1.2, 1.6)]
+    assert got.mean == pytest.approx(np.mean(expect)) and got.n == 3
+    # the same losses in bits give the same relative change
+    in_bits = [dict(r, loss=r["loss"] / np.log(2)) for r in rows]
+    assert lm_log_ratio(in_bits, "b", 16, 8).mean == pytest.approx(got.mean)
+    assert lm_log_ratios(rows, 16, 8)["a"].mean == 0.0
+    assert verdict(got, "positive").word == "agree"
+    assert verdict(lm_log_ratios(rows, 16, 8)["a"], "positive").word == "inconclusive"
+
+
+def test_ablation_rows_without_a_loss_use_the_log_of_the_perplexity():
+    from posenc.experiments.analysis import paired_differences
+
+    rows = [{"scheme": k, "seed": s, "perplexity": p, "long_perplexity": 2 * p}
+            for s in range(3) for k, p in (("a", 4.0 + s), ("b", 8.0 + 2 * s))]
+    diff = paired_differences(rows, "loss", "a")["b"]
+    assert diff.mean == pytest.approx(np.log(2.0))
+    assert paired_differences(rows, "long_loss", "a")["b"].mean == pytest.approx(np.log(2.0))
+
+
+def _lg_rows():
+    rows = []
+    for seed in range(3):
+        for scheme, inside, outside in (("good", 1.0, 0.5 + 0.1 * seed), ("bad", 0.5, 0.9)):
+            for n in range(1, 5):
+                rows.append({"task": "copy", "scheme": scheme, "seed": seed, "length": n,
+                             "in_distribution": n <= 2, "chance": 1 / 16,
+                             "exact_match": inside if n <= 2 else outside,
+                             "token_accuracy": inside if n <= 2 else outside})
+    return rows
+
+
+def test_accuracy_beyond_training_only_where_the_task_was_learned():
+    from posenc.experiments.analysis import beyond_training, learned_cells
+
+    rows = _lg_rows()
+    learned = learned_cells(rows)
+    assert learned["copy", "good", 0] and not learned["copy", "bad", 2]
+    got = beyond_training(rows)
+    assert got["copy", "good"]["interval"].mean == pytest.approx(0.6)
+    assert got["copy", "good"]["learned"] == [0, 1, 2]
+    assert got["copy", "good"]["chance"] == pytest.approx(1 / 16)
+    # the scheme that did not learn has no accuracy past L, however high its numbers
+    assert got["copy", "bad"]["interval"] is None and got["copy", "bad"]["learned"] == []
+    # a run's own held-out criterion wins over the rows
+    training = [{"task": "copy", "scheme": s, "seed": k, "learned": s == "bad"}
+                for s in ("good", "bad") for k in range(3)]
+    assert beyond_training(rows, training=training)["copy", "good"]["interval"] is None
+
+
+def _run(seed, **meta):
+    base = {"experiment": "lm-extrapolation", "framework": "torch", "commit": "abc",
+            "seeds": [seed], "settings": {"steps": 3}, "data_sha256": "f00", "partial": False}
+    return {"meta": {**base, **meta}, "rows": [{"scheme": "a", "seed": seed, "loss": 1.0}]}
+
+
+def test_combine_runs_checks_that_the_runs_belong_together():
+    from posenc.experiments.analysis import combine_runs
+
+    got = combine_runs([_run(0), _run(1)])
+    assert got["meta"]["seeds"] == [0, 1] and len(got["rows"]) == 2
+    assert got["meta"]["data_sha256"] == "f00"
+    for bad, match in ((_run(0), "seed 0 is in runs 0 and 1"),
+                       (_run(1, settings={"steps": 4}), "other settings"),
+                       (_run(1, data_sha256="bad"), "data_sha256='bad'"),
+                       (_run(1, commit="abc+dirty"), "not a clean commit"),
+                       (_run(1, partial=True), "is partial")):
+        with pytest.raises(ValueError, match=match):
+            combine_runs([_run(0), bad])
+    assert combine_runs([_run(0), _run(1, commit="abc+dirty")], require_clean=False)
+
+
+def test_load_seed_runs_reads_one_file_per_seed(tmp_path):
+    from posenc.experiments.analysis import load_seed_runs
+
+    for seed in (0, 1, 10):
+        write_results(tmp_path / "lm-extrapolation", f"results-seed{seed}",
+                      _run(seed)["rows"], _run(seed)["meta"])
+    got = load_seed_runs("lm-extrapolation", folder=tmp_path)
+    assert got["meta"]["seeds"] == [0, 1, 10]
+    assert load_seed_runs("lm-extrapolation", folder=tmp_path,
+                          tags=["seed1"])["meta"]["seeds"] == [1]
+    with pytest.raises(ValueError, match="load_seed_runs: no results"):
+        load_seed_runs("ablation", folder=tmp_path)
 
 # --------------------------------------------------------------------------- the two trainers
 
