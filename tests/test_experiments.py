@@ -155,6 +155,115 @@ def test_corpus_split_and_windows():
     np.testing.assert_array_equal(y.reshape(-1), valid[1: x.size + 1])
 
 
+def test_the_pydoc_corpus_is_the_shipped_copy_on_every_python():
+    import hashlib
+
+    train, valid = data.load_corpus("pydoc")
+    assert len(train + valid) == 465_048           # Python 3.11.7's pydoc_data.topics
+    assert hashlib.sha256((train + valid).encode()).hexdigest() == data.PYDOC_SHA256
+    assert data.data_sha256(train, valid) == data.PYDOC_SHA256
+    assert data.PYDOC_FILE.stat().st_size < 200_000
+    assert (data.PYDOC_FILE.parent / "LICENSE-PSF.txt").exists()
+    installed = data.load_corpus("pydoc-installed")
+    assert (installed == (train, valid)) == (sys.version_info[:3] == (3, 11, 7))
+
+
+def test_a_changed_corpus_is_refused(tmp_path, monkeypatch):
+    import gzip
+
+    bad = tmp_path / "topics.txt.gz"
+    bad.write_bytes(gzip.compress(b"not the Python reference"))
+    monkeypatch.setattr(data, "PYDOC_FILE", bad)
+    with pytest.raises(ValueError, match="has SHA-256 .* reinstall posenc"):
+        data.load_corpus("pydoc")
+
+
+def test_split_refuses_an_unexpected_hash():
+    *_, digest = data.split("pydoc", with_sha256=True)
+    assert digest == data.PYDOC_SHA256
+    assert len(data.split("pydoc", expect_sha256=digest)) == 3
+    with pytest.raises(ValueError, match="split: the corpus 'pydoc' has data_sha256="):
+        data.split("pydoc", expect_sha256="0" * 64)
+
+
+def test_sliding_windows_score_each_character_once():
+    ids = np.arange(1, 42)                 # 40 targets
+    for length, stride in ((8, 4), (8, 1), (8, 8), (10, 3)):
+        x, y, w = data.lm_sliding_windows(ids, length, stride)
+        np.testing.assert_array_equal(x[:, 1:], y[:, :-1])
+        scored = y[w > 0]
+        # every target once, in order, from the first: length + stride * k of them
+        np.testing.assert_array_equal(scored, ids[1: 1 + len(scored)])
+        assert (len(scored) - length) % stride == 0 and len(ids) - 1 - len(scored) < stride
+        # every scored character but the first window's has length - stride of context
+        assert (w[1:, : length - stride] == 0).all()
+    same = data.lm_sliding_windows(ids, 8, 8)
+    for a, b in zip(same, data.lm_windows(ids, 8)):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="stride must be at most length=8"):
+        data.lm_sliding_windows(ids, 8, 9)
+
+
+def test_the_whole_validation_split_is_cut_to_the_longest_window():
+    from posenc.experiments.lm_extrapolation import eval_ids
+
+    valid = np.arange(1001)
+    assert len(eval_ids(valid, {"eval_chars": 0}, 64)) == 960 + 1      # 15 windows of 64
+    assert len(eval_ids(valid, {"eval_chars": 100}, 64)) == 101
+    # every length scores the same characters
+    for length in (16, 32, 64):
+        x, y, w = data.lm_windows(eval_ids(valid, {"eval_chars": 0}, 64), length)
+        assert y.size == 960
+
+
+def test_position_loss_matches_the_mean_loss():
+    from posenc.experiments.runners import TorchRunner
+
+    runner = TorchRunner()
+    model = runner.make_model("alibi", 19, dim=16, depth=1, heads=2, max_len=32, seed=0)
+    batch = data.task_batch("copy", [5, 7, 3, 7], seed=0)
+    mean = runner.evaluate(model, [batch])
+    by_position = runner.position_loss(model, [batch])
+    assert by_position["tokens"].sum() == mean["tokens"]
+    weights = by_position["tokens"]
+    kept = weights > 0
+    assert np.isnan(by_position["loss"][~kept]).all()
+    total = (by_position["loss"][kept] * weights[kept]).sum() / weights.sum()
+    assert total == pytest.approx(mean["loss"], rel=1e-5)
+
+
+@pytest.mark.keras
+def test_position_loss_agrees_between_the_runners():
+    from posenc.experiments.runners import KerasRunner, TorchRunner
+
+    batch = data.task_batch("copy", [5, 7, 3, 7], seed=0)
+    for runner in (TorchRunner(), KerasRunner()):
+        model = runner.make_model("alibi", 19, dim=16, depth=1, heads=2, max_len=32, seed=0)
+        got = runner.position_loss(model, [batch])
+        mean = runner.evaluate(model, [batch])
+        kept = got["tokens"] > 0
+        assert (got["loss"][kept] * got["tokens"][kept]).sum() / got["tokens"].sum() \
+            == pytest.approx(mean["loss"], rel=1e-5)
+
+
+def test_lm_run_records_the_hash_the_positions_and_slides(tmp_path):
+    main(["lm-extrapolation", "--schemes", "rope", "--train-len", "8", "--eval-lens", "8", "16",
+          "--steps", "2", "--batch-size", "4", "--dim", "16", "--depth", "1", "--heads", "2",
+          "--eval-chars", "0", "--eval-stride", "4", "--position-loss", "--no-progress",
+          "--device", "cpu", "--out", str(tmp_path)])
+    results = load_results("lm-extrapolation", folder=tmp_path)
+    meta, rows = results["meta"], results["rows"]
+    assert meta["data_sha256"] == data.PYDOC_SHA256
+    assert meta["settings"]["eval_stride"] == 4 and meta["settings"]["position_loss"]
+    # the whole split, cut to a multiple of 16, every character scored once at both lengths
+    assert rows[0]["tokens"] == rows[1]["tokens"] == (meta["valid_chars"] - 1) // 16 * 16
+    assert [len(r["position_loss"]) for r in rows] == [8, 16]
+    with pytest.raises(ValueError, match="data_sha256"):
+        main(["lm-extrapolation", "--schemes", "rope", "--steps", "1", "--quick",
+              "--data-sha256", "0" * 64, "--no-progress", "--device", "cpu",
+              "--out", str(tmp_path)])
+
+
 @pytest.mark.skipif(importlib.util.find_spec("datasets") is not None,
                     reason="datasets is installed")
 def test_wikitext_without_datasets_says_what_to_do():
@@ -405,7 +514,7 @@ def test_accuracy_beyond_training_only_where_the_task_was_learned():
     assert beyond_training(rows, training=training)["copy", "good"]["interval"] is None
 
 
-def _run(seed, **meta):
+def _seed_run(seed, **meta):
     base = {"experiment": "lm-extrapolation", "framework": "torch", "commit": "abc",
             "seeds": [seed], "settings": {"steps": 3}, "data_sha256": "f00", "partial": False}
     return {"meta": {**base, **meta}, "rows": [{"scheme": "a", "seed": seed, "loss": 1.0}]}
@@ -414,17 +523,17 @@ def _run(seed, **meta):
 def test_combine_runs_checks_that_the_runs_belong_together():
     from posenc.experiments.analysis import combine_runs
 
-    got = combine_runs([_run(0), _run(1)])
+    got = combine_runs([_seed_run(0), _seed_run(1)])
     assert got["meta"]["seeds"] == [0, 1] and len(got["rows"]) == 2
     assert got["meta"]["data_sha256"] == "f00"
-    for bad, match in ((_run(0), "seed 0 is in runs 0 and 1"),
-                       (_run(1, settings={"steps": 4}), "other settings"),
-                       (_run(1, data_sha256="bad"), "data_sha256='bad'"),
-                       (_run(1, commit="abc+dirty"), "not a clean commit"),
-                       (_run(1, partial=True), "is partial")):
+    for bad, match in ((_seed_run(0), "seed 0 is in runs 0 and 1"),
+                       (_seed_run(1, settings={"steps": 4}), "other settings"),
+                       (_seed_run(1, data_sha256="bad"), "data_sha256='bad'"),
+                       (_seed_run(1, commit="abc+dirty"), "not a clean commit"),
+                       (_seed_run(1, partial=True), "is partial")):
         with pytest.raises(ValueError, match=match):
-            combine_runs([_run(0), bad])
-    assert combine_runs([_run(0), _run(1, commit="abc+dirty")], require_clean=False)
+            combine_runs([_seed_run(0), bad])
+    assert combine_runs([_seed_run(0), _seed_run(1, commit="abc+dirty")], require_clean=False)
 
 
 def test_load_seed_runs_reads_one_file_per_seed(tmp_path):
@@ -432,7 +541,7 @@ def test_load_seed_runs_reads_one_file_per_seed(tmp_path):
 
     for seed in (0, 1, 10):
         write_results(tmp_path / "lm-extrapolation", f"results-seed{seed}",
-                      _run(seed)["rows"], _run(seed)["meta"])
+                      _seed_run(seed)["rows"], _seed_run(seed)["meta"])
     got = load_seed_runs("lm-extrapolation", folder=tmp_path)
     assert got["meta"]["seeds"] == [0, 1, 10]
     assert load_seed_runs("lm-extrapolation", folder=tmp_path,
