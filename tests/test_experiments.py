@@ -143,6 +143,103 @@ def test_task_data_come_from_the_seed():
     assert a[0].shape[1] == data.sequence_width("sort", 6)
 
 
+def test_bos_starts_every_example_and_keeps_the_defaults():
+    plain = data.task_batch("copy", [3, 5], seed=0)
+    x, y, w = data.task_batch("copy", [3, 5], seed=0, bos=True)
+    bos = data.bos_id("copy")
+    assert bos == data.task_vocab_size("copy") == 19 and data.task_vocab_size(
+        "copy", bos=True) == 20
+    assert (x[:, 0] == bos).all() and not (plain[0] == bos).any()
+    # the same examples one position later, the same output tokens scored
+    np.testing.assert_array_equal(x[:, 1:], plain[0])
+    np.testing.assert_array_equal(w[:, 1:], plain[2])
+    assert data.sequence_width("copy", 5, bos=True) == data.sequence_width("copy", 5) + 1 == 11
+    seq, sep = data.task_example("addition", 2, np.random.default_rng(0), bos=True)
+    assert seq[0] == data.bos_id("addition") == 13 and seq[sep] == data.SEP and sep == 6
+    assert data.task_chance("sort", 8) == 0.125 and data.task_chance("addition") == 0.1
+    with pytest.raises(ValueError, match="bos must be True or False"):
+        data.task_batch("copy", [3], seed=0, bos=1)
+
+
+def test_clamping_t5_buckets_keeps_the_trained_distances():
+    import torch
+
+    from posenc.experiments.controls import clamp_t5_buckets, t5_bias_layers
+    from posenc.experiments.runners import TorchRunner
+
+    model = TorchRunner().make_model("t5", 19, dim=16, depth=2, heads=2, max_len=64, seed=0)
+    tokens = torch.from_numpy(data.task_batch("copy", [4, 4], seed=0)[0])     # 8 positions
+    with torch.no_grad():
+        before = model(tokens)
+        tables = [layer.relative_attention_bias.detach().clone()
+                  for layer in t5_bias_layers(model)]
+    assert clamp_t5_buckets(model, 7) == [7, 7]      # distances 0..7 have a bucket each
+    for old, layer in zip(tables, t5_bias_layers(model)):
+        new = layer.relative_attention_bias.detach()
+        torch.testing.assert_close(new[:8], old[:8])
+        torch.testing.assert_close(new[8:], old[7].expand(24, -1))
+        assert not torch.equal(new, old)
+    with torch.no_grad():                            # what the training length saw: unchanged
+        torch.testing.assert_close(model(tokens), before)
+    with pytest.raises(ValueError, match="clamp_t5_buckets: model has no T5 bias layer"):
+        clamp_t5_buckets(TorchRunner().make_model("alibi", 19, dim=16, depth=1, heads=2), 7)
+
+
+@pytest.mark.keras
+def test_clamping_t5_buckets_in_keras():
+    import keras
+
+    from posenc.experiments.controls import clamp_t5_buckets, t5_bias_layers, trained_t5_bucket
+    from posenc.experiments.runners import KerasRunner
+
+    model = KerasRunner().make_model("t5", 19, dim=16, depth=1, heads=2, max_len=64, seed=0)
+    (layer,) = t5_bias_layers(model)
+    old = np.array(keras.ops.convert_to_numpy(layer.relative_attention_bias))
+    bucket = trained_t5_bucket(layer, 20)
+    assert clamp_t5_buckets(model, 20) == [bucket] and 16 < bucket < 31
+    new = np.array(keras.ops.convert_to_numpy(layer.relative_attention_bias))
+    np.testing.assert_array_equal(new[: bucket + 1], old[: bucket + 1])
+    assert (new[bucket + 1:] == old[bucket]).all()
+
+
+def test_fit_stops_when_asked():
+    from posenc.experiments.runners import TorchRunner
+
+    runner = TorchRunner()
+    model = runner.make_model("alibi", 19, dim=16, depth=1, heads=2, max_len=16, seed=0)
+    seen = []
+
+    def stop(step, losses):
+        seen.append((step, len(losses)))
+        return step == 2
+
+    got = runner.fit(model, lambda step: data.task_batch("copy", [3, 4], seed=step),
+                     steps=10, stop=stop)
+    assert len(got["losses"]) == 3 and seen == [(0, 1), (1, 2), (2, 3)]
+
+
+def test_length_generalization_with_bos_criterion_and_clamp(tmp_path):
+    main(["length-generalization", "--schemes", "t5", "--tasks", "copy", "--train-len", "3",
+          "--steps", "6", "--batch-size", "4", "--dim", "16", "--depth", "1", "--heads", "2",
+          "--eval-examples", "4", "--bos", "--criterion", "1.0", "--check-every", "3",
+          "--heldout-examples", "2", "--t5-clamp", "--no-progress", "--device", "cpu",
+          "--out", str(tmp_path)])
+    results = load_results("length-generalization", folder=tmp_path)
+    meta, rows = results["meta"], results["rows"]
+    assert meta["settings"]["bos"] and meta["settings"]["criterion"] == 1.0
+    (trained,) = meta["training"]
+    assert trained["steps_run"] == 6 and trained["learned"] in (True, False)
+    assert 0.0 <= trained["heldout_exact"] <= 1.0
+    assert [r["scheme"] for r in rows] == ["t5"] * 6 + ["t5-clamped"] * 6
+    assert all(r["chance"] == 1 / 16 and r["chance_exact"] == (1 / 16) ** r["length"]
+               for r in rows)
+    assert len(meta["data_sha256"]) == 64
+    # the clamp leaves the trained lengths alone: lengths 1..3 read distances 0..6 of 0..6
+    inside = {(r["scheme"], r["length"]): r["token_accuracy"] for r in rows
+              if r["in_distribution"]}
+    assert all(inside["t5", n] == inside["t5-clamped", n] for n in (1, 2, 3))
+
+
 def test_corpus_split_and_windows():
     vocab, train, valid = data.split("pydoc")
     assert len(train) > 400_000 and 40_000 < len(valid) < len(train) / 8
@@ -383,7 +480,7 @@ def test_keras_quick_smoke(tmp_path):
 
 @pytest.mark.parametrize("name", ["posenc.experiments.data", "posenc.experiments.analysis",
                                   "posenc.experiments.records", "posenc.experiments.runners",
-                                  "posenc.experiments.stats"])
+                                  "posenc.experiments.stats", "posenc.experiments.controls"])
 def test_docstring_examples(name):
     import doctest
     import importlib
@@ -396,7 +493,8 @@ def test_docstring_examples(name):
 def test_importing_the_lab_imports_no_framework():
     code = ("import sys, posenc.experiments, posenc.experiments.cli, posenc.experiments.data, "
             "posenc.experiments.context, posenc.experiments.records, posenc.experiments.runners, "
-            "posenc.experiments.analysis, posenc.experiments.stats; print(sorted(m for m in ('torch', 'keras', "
+            "posenc.experiments.analysis, posenc.experiments.stats, "
+            "posenc.experiments.controls; print(sorted(m for m in ('torch', 'keras', "
             "'tensorflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env=_env(), cwd=ROOT)

@@ -16,7 +16,9 @@ the function that turns one row of random symbols into its output:
   (``length + 1`` digits, least significant first), as ``a PLUS b SEP sum``.
 
 Token ids: ``PAD = 0``, ``SEP = 1``, ``PLUS = 2``, then the symbols (the digits 0-9 for
-``addition``). :func:`task_batch` returns ``(inputs, targets, weights)`` already shifted for
+``addition``). With ``bos=True`` every example starts with a beginning-of-sequence token, the
+id after the symbols (:func:`bos_id`), so that a model without positions can count from it
+(Kazemnejad et al.'s construction). :func:`task_chance` is the chance level of a task. :func:`task_batch` returns ``(inputs, targets, weights)`` already shifted for
 next-token prediction, right-padded with ``PAD`` (harmless in a causal model: a position never
 sees the padding after it) and with weight 1 exactly on the positions whose target is an output
 token. With teacher forcing, "every weighted argmax equals its target" is the same event as
@@ -46,10 +48,10 @@ from pathlib import Path
 
 import numpy as np
 
-from posenc._checks import _error, check_choice, check_int, check_positive_int
+from posenc._checks import _error, check_bool, check_choice, check_int, check_positive_int
 
 __all__ = ["PAD", "SEP", "PLUS", "TASKS", "task_vocab_size", "task_example", "task_batch",
-           "length_batches", "sequence_width", "CORPORA", "PYDOC_FILE", "PYDOC_SHA256", "load_corpus",
+           "length_batches", "sequence_width", "bos_id", "task_chance", "CORPORA", "PYDOC_FILE", "PYDOC_SHA256", "load_corpus",
            "data_sha256", "Vocabulary", "split", "lm_batch", "lm_windows", "lm_sliding_windows"]
 
 PAD, SEP, PLUS = 0, 1, 2
@@ -78,26 +80,56 @@ def _check_task(task: str, what: str) -> str:
     return check_choice("task", task, tuple(TASKS), what=what)
 
 
-def task_vocab_size(task: str, symbols: int = 16) -> int:
-    """Number of token ids a task uses: ``PAD``, ``SEP``, ``PLUS`` and its symbols.
+def task_vocab_size(task: str, symbols: int = 16, *, bos: bool = False) -> int:
+    """Number of token ids a task uses: ``PAD``, ``SEP``, ``PLUS``, its symbols and, with
+    ``bos``, the beginning-of-sequence token.
 
     Example:
         >>> task_vocab_size("copy", 16), task_vocab_size("addition")
         (19, 13)
+        >>> task_vocab_size("copy", 16, bos=True)
+        20
     """
     _check_task(task, "task_vocab_size")
     return _FIRST_SYMBOL + (_DIGITS if task == "addition" else
-                            check_positive_int("symbols", symbols, what="task_vocab_size"))
+                            check_positive_int("symbols", symbols, what="task_vocab_size")) \
+        + int(check_bool("bos", bos, what="task_vocab_size"))
 
 
-def task_example(task: str, length: int, rng, symbols: int = 16) -> tuple[np.ndarray, int]:
-    """One example as a token sequence ``input SEP output`` and the index of ``SEP``.
+def bos_id(task: str, symbols: int = 16) -> int:
+    """The id of the beginning-of-sequence token of a task: the one after its symbols.
+
+    Example:
+        >>> bos_id("copy", 16)
+        19
+    """
+    return task_vocab_size(task, symbols)
+
+
+def task_chance(task: str, symbols: int = 16) -> float:
+    """The token accuracy of guessing each output symbol uniformly: ``1 / symbols`` (``1/10``
+    for ``addition``'s digits). The exact match of a guess of ``n`` output tokens is this to
+    the power ``n``.
+
+    Example:
+        >>> task_chance("copy", 16), task_chance("addition")
+        (0.0625, 0.1)
+    """
+    _check_task(task, "task_chance")
+    return 1.0 / (_DIGITS if task == "addition" else
+                  check_positive_int("symbols", symbols, what="task_chance"))
+
+
+def task_example(task: str, length: int, rng, symbols: int = 16, *,
+                 bos: bool = False) -> tuple[np.ndarray, int]:
+    """One example as a token sequence ``[BOS] input SEP output`` and the index of ``SEP``.
 
     Args:
         task: a name in :data:`TASKS`.
         length: input symbols (``addition``: digits per operand), a positive int.
         rng: a ``numpy.random.Generator``.
         symbols: alphabet size of ``copy``/``reverse``/``sort``. Default ``16``.
+        bos: start with the beginning-of-sequence token (:func:`bos_id`). Default ``False``.
 
     Returns:
         ``(sequence, sep)``: int64 array and the position of ``SEP`` in it.
@@ -119,11 +151,14 @@ def task_example(task: str, length: int, rng, symbols: int = 16) -> tuple[np.nda
         x = rng.integers(0, symbols, size=length)
         out = TASKS[task](x)
         source = x + _FIRST_SYMBOL
+    if check_bool("bos", bos, what="task_example"):
+        source = np.concatenate([[bos_id(task, symbols)], source])
     seq = np.concatenate([source, [SEP], out + _FIRST_SYMBOL]).astype(np.int64)
     return seq, len(source)
 
 
-def task_batch(task: str, lengths, *, seed: int, symbols: int = 16, width: int | None = None):
+def task_batch(task: str, lengths, *, seed: int, symbols: int = 16, width: int | None = None,
+               bos: bool = False):
     """A batch of examples, one per entry of ``lengths``, shifted for next-token prediction.
 
     Args:
@@ -132,6 +167,7 @@ def task_batch(task: str, lengths, *, seed: int, symbols: int = 16, width: int |
         seed: non-negative int for ``numpy.random.default_rng``.
         symbols: alphabet size. Default ``16``.
         width: pad every row to this many positions (default: the longest row).
+        bos: start every example with the beginning-of-sequence token. Default ``False``.
 
     Returns:
         ``(inputs, targets, weights)``: int64, int64, float32 arrays ``(batch, width)``;
@@ -144,7 +180,7 @@ def task_batch(task: str, lengths, *, seed: int, symbols: int = 16, width: int |
         ((1, 6), 3)
     """
     rng = np.random.default_rng(check_int("seed", seed, minimum=0, what="task_batch"))
-    examples = [task_example(task, n, rng, symbols) for n in lengths]
+    examples = [task_example(task, n, rng, symbols, bos=bos) for n in lengths]
     longest = max(len(s) - 1 for s, _ in examples)
     width = longest if width is None else check_int("width", width, minimum=longest,
                                                      what="task_batch")
@@ -172,9 +208,10 @@ def length_batches(task: str, max_length: int, num_examples: int, *, seed: int,
     return task_batch(task, lengths, seed=seed + 1, symbols=symbols, width=width)
 
 
-def sequence_width(task: str, length: int) -> int:
-    """Positions the model reads for an example of ``length``: ``len(input SEP output) - 1``."""
-    return 3 * length + 2 if task == "addition" else 2 * length
+def sequence_width(task: str, length: int, *, bos: bool = False) -> int:
+    """Positions the model reads for an example of ``length``:
+    ``len([BOS] input SEP output) - 1``."""
+    return (3 * length + 2 if task == "addition" else 2 * length) + int(bos)
 
 
 # --------------------------------------------------------------------------- text

@@ -15,7 +15,10 @@ that score each character once with at least ``length - S`` characters of contex
 non-overlapping windows (where a character's context is its offset in its window).
 ``--position-loss`` adds, to each row, the loss at each position of the window
 (``position_loss``, nats), which separates the early tokens' lack of context from the use of
-far positions. ``--data-sha256 HEX`` refuses a corpus of another hash; every run records its
+far positions. ``--t5-clamp`` evaluates each ``t5`` model a second time with the buckets
+past the longest trained distance (``train_len - 1``) set to its bias
+(:func:`posenc.experiments.controls.clamp_t5_buckets`; rows of scheme ``"t5-clamped"``), the
+control of the untrained-buckets explanation. ``--data-sha256 HEX`` refuses a corpus of another hash; every run records its
 own (``meta["data_sha256"]``, :func:`posenc.experiments.data.data_sha256`).
 """
 
@@ -47,6 +50,9 @@ def add_lm_arguments(group) -> None:
                             "each character scored once (default: non-overlapping windows)")
     group.add_argument("--position-loss", action="store_true",
                        help="record the loss at each position of the evaluation windows")
+    group.add_argument("--t5-clamp", action="store_true",
+                       help="also evaluate each t5 model with the buckets past the trained "
+                            "distances clamped to the last trained one (scheme t5-clamped)")
     group.add_argument("--data-sha256", default=None,
                        help="refuse a corpus whose SHA-256 is not this (meta['data_sha256'] "
                             "of the run being repeated)")
@@ -71,6 +77,8 @@ def settings(args, quick=QUICK, default=DEFAULT, schemes=SCHEMES) -> dict:
         chosen["eval_stride"] = stride
     if getattr(args, "position_loss", False):
         chosen["position_loss"] = True
+    if getattr(args, "t5_clamp", False):
+        chosen["t5_clamp"] = True
     return chosen
 
 
@@ -151,6 +159,15 @@ def run(args, ctx) -> dict:
                              "train_len": s["train_len"], **got})
                 ctx.log(f"{scheme} seed {seed}: perplexity {got['perplexity']:.3f} at "
                         f"{length} characters")
+            if s.get("t5_clamp") and scheme == "t5":
+                from posenc.experiments.controls import clamp_t5_buckets
+
+                clamp_t5_buckets(model, s["train_len"] - 1)
+                for length in s["eval_lens"]:
+                    got = eval_lm(model, valid_ids, length, s, ctx, longest=max(s["eval_lens"]),
+                                  desc=f"{scheme} clamped len {length}")
+                    rows.append({"scheme": "t5-clamped", "seed": seed, "eval_len": length,
+                                 "train_len": s["train_len"], **got})
             ctx.write_results(rows, {"settings": s, "training": training, "partial": True,
                                      "data_sha256": digest})
     path = ctx.write_results(rows, {"settings": s, "training": training, "partial": False,

@@ -125,9 +125,12 @@ class Runner:
         return np.asarray(array, dtype=self.token_dtype)
 
     def fit(self, model, batch_fn, *, steps: int, lr: float = 3e-3,
-            desc: str = "train") -> dict:
+            desc: str = "train", stop=None) -> dict:
         """Train ``model`` for ``steps`` steps on ``batch_fn(step) -> (inputs, targets,
         weights)`` (NumPy, the global batch), with the lab's recipe (see the module).
+
+        ``stop(step, losses) -> bool``, when given, is called after every step (``step`` from
+        0); ``True`` ends the training there (the schedule stays that of ``steps`` steps).
 
         Returns:
             A dict: ``"losses"`` (the global weighted mean loss of every step, before its
@@ -144,6 +147,8 @@ class Runner:
             losses.append(step_fn(inputs, targets, weights))
             if step % 10 == 0 or step == steps - 1:
                 bar.set_postfix(loss=f"{losses[-1]:.3f}")
+            if stop is not None and stop(step, losses):
+                break
         seconds = time.perf_counter() - start
         return {"losses": losses, "seconds": seconds, "tokens_per_second": tokens / seconds}
 
