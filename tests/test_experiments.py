@@ -749,3 +749,35 @@ def test_benchmarks_record_with_the_lab_metadata(tmp_path, monkeypatch):
     for key in ("commit", "hardware", "versions", "started_utc", "wall_seconds"):
         assert key in meta, key
     assert path.name == "results.json" and str(tmp_path) not in json.dumps(meta)
+
+
+def test_token_embeddings_redrawn_alike_in_both_faces():
+    from posenc.experiments.controls import MATCHED_STD, redraw_token_embedding
+    from posenc.experiments.runners import TorchRunner
+
+    model = TorchRunner().make_model("sinusoidal", 50, dim=64, depth=1, heads=2, seed=0)
+    redraw_token_embedding(model, MATCHED_STD, 3)
+    table = model.token_embedding.detach().numpy()
+    assert abs(table.std() - 2 ** -0.5) < 0.02 and abs(MATCHED_STD - 2 ** -0.5) < 1e-12
+    np.testing.assert_allclose(table, np.random.default_rng(3).normal(0, MATCHED_STD, (50, 64)),
+                               rtol=1e-6)
+    with pytest.raises(ValueError, match="redraw_token_embedding: std must be"):
+        redraw_token_embedding(model, 0.0, 3)
+    args = parse_args(["lm-extrapolation", "--quick", "--token-init-std", "matched"])
+    assert experiment("lm-extrapolation").settings(args)["token_init_std"] == MATCHED_STD
+    with pytest.raises(ValueError, match="token_init_std must be a number or 'matched'"):
+        experiment("lm-extrapolation").settings(
+            parse_args(["lm-extrapolation", "--token-init-std", "loud"]))
+
+
+@pytest.mark.keras
+def test_token_embeddings_redrawn_in_keras():
+    import keras
+
+    from posenc.experiments.controls import redraw_token_embedding
+    from posenc.experiments.runners import KerasRunner
+
+    model = KerasRunner().make_model("sinusoidal", 50, dim=64, depth=1, heads=2, seed=0)
+    redraw_token_embedding(model, 0.5, 3)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(model.token_embedding),
+                               np.random.default_rng(3).normal(0, 0.5, (50, 64)), rtol=1e-6)

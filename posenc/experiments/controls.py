@@ -6,6 +6,12 @@ copies, in every layer, the bias of the bucket of the largest trained distance i
 bucket past it, so that a longer distance reads the bias of the longest one trained (what a
 relative bias clipped at the training length would do). If the model then extrapolates, the
 untrained buckets were the cause.
+
+:func:`redraw_token_embedding` removes the amplitude confound between the token embeddings
+and an added encoding: the lab draws token embeddings with a standard deviation of 0.02, while
+the unit-amplitude sinusoid has an RMS of ``1/sqrt(2)`` (35 times louder), so at the start a
+pre-norm model sees mostly the positions. Redrawn with :data:`MATCHED_STD`, the characters
+start as loud as the sinusoid.
 """
 
 from __future__ import annotations
@@ -14,7 +20,12 @@ import numpy as np
 
 from posenc._checks import _error, check_positive_int
 
-__all__ = ["t5_bias_layers", "trained_t5_bucket", "clamp_t5_buckets"]
+__all__ = ["t5_bias_layers", "trained_t5_bucket", "clamp_t5_buckets", "MATCHED_STD",
+           "redraw_token_embedding"]
+
+#: The RMS of a unit-amplitude sinusoidal encoding, ``1/sqrt(2)``: token embeddings drawn with
+#: this standard deviation are as loud as it.
+MATCHED_STD = float(1 / np.sqrt(2))
 
 
 def t5_bias_layers(model) -> list:
@@ -79,3 +90,27 @@ def clamp_t5_buckets(model, trained_distance: int) -> list:
             weight.assign(table)
         kept.append(bucket)
     return kept
+
+
+def redraw_token_embedding(model, std: float, seed: int) -> None:
+    """Draw ``model``'s token embedding again from ``N(0, std**2)`` (NumPy, from ``seed``, so
+    that both frameworks get the same table), in place.
+
+    Args:
+        model: a lab Transformer (PyTorch or Keras).
+        std: the standard deviation, above 0 (:data:`MATCHED_STD`: as loud as the sinusoid).
+        seed: a non-negative int.
+    """
+    from posenc._checks import check_float, check_int
+
+    std = check_float("std", std, above=0.0, what="redraw_token_embedding")
+    seed = check_int("seed", seed, minimum=0, what="redraw_token_embedding")
+    weight = model.token_embedding
+    table = np.random.default_rng(seed).normal(0.0, std, size=tuple(weight.shape))
+    if hasattr(weight, "detach"):                           # PyTorch
+        import torch
+
+        with torch.no_grad():
+            weight.copy_(torch.from_numpy(table).to(weight.dtype))
+    else:
+        weight.assign(table.astype("float32"))

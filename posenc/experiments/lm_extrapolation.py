@@ -18,7 +18,10 @@ non-overlapping windows (where a character's context is its offset in its window
 far positions. ``--t5-clamp`` evaluates each ``t5`` model a second time with the buckets
 past the longest trained distance (``train_len - 1``) set to its bias
 (:func:`posenc.experiments.controls.clamp_t5_buckets`; rows of scheme ``"t5-clamped"``), the
-control of the untrained-buckets explanation. ``--data-sha256 HEX`` refuses a corpus of another hash; every run records its
+control of the untrained-buckets explanation. ``--token-init-std matched`` draws the token
+embeddings as loud as the sinusoid (:func:`posenc.experiments.controls.redraw_token_embedding`),
+the control of the amplitude confound between learned and sinusoidal encodings.
+``--data-sha256 HEX`` refuses a corpus of another hash; every run records its
 own (``meta["data_sha256"]``, :func:`posenc.experiments.data.data_sha256`).
 """
 
@@ -53,6 +56,10 @@ def add_lm_arguments(group) -> None:
     group.add_argument("--t5-clamp", action="store_true",
                        help="also evaluate each t5 model with the buckets past the trained "
                             "distances clamped to the last trained one (scheme t5-clamped)")
+    group.add_argument("--token-init-std", default=None,
+                       help="redraw the token embeddings with this standard deviation "
+                            "('matched': 1/sqrt(2), as loud as the sinusoid; the lab's own is "
+                            "0.02)")
     group.add_argument("--data-sha256", default=None,
                        help="refuse a corpus whose SHA-256 is not this (meta['data_sha256'] "
                             "of the run being repeated)")
@@ -79,6 +86,15 @@ def settings(args, quick=QUICK, default=DEFAULT, schemes=SCHEMES) -> dict:
         chosen["position_loss"] = True
     if getattr(args, "t5_clamp", False):
         chosen["t5_clamp"] = True
+    std = getattr(args, "token_init_std", None)
+    if std is not None:
+        from posenc.experiments.controls import MATCHED_STD
+
+        try:
+            chosen["token_init_std"] = MATCHED_STD if std == "matched" else float(std)
+        except ValueError:
+            raise ValueError(f"{NAME}: token_init_std must be a number or 'matched', got "
+                             f"token_init_std={std!r}; pass e.g. 0.7 or matched.") from None
     return chosen
 
 
@@ -106,6 +122,10 @@ def train_lm(scheme, seed, s, ctx, train_ids, vocab_size, max_len):
     """Train one character LM; returns ``(model, fit result)``."""
     model = ctx.runner.make_model(scheme, vocab_size, dim=s["dim"], depth=s["depth"],
                                   heads=s["heads"], max_len=max_len, seed=seed)
+    if s.get("token_init_std"):
+        from posenc.experiments.controls import redraw_token_embedding
+
+        redraw_token_embedding(model, s["token_init_std"], seed)
 
     def batch_fn(step):
         return data.lm_batch(train_ids, s["batch_size"], s["train_len"],
