@@ -781,3 +781,35 @@ def test_token_embeddings_redrawn_in_keras():
     redraw_token_embedding(model, 0.5, 3)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(model.token_embedding),
                                np.random.default_rng(3).normal(0, 0.5, (50, 64)), rtol=1e-6)
+
+
+def test_paired_verdicts_from_rows():
+    from posenc.experiments.analysis import paired_verdict
+
+    rows = _lm_rows()
+    at_16 = paired_verdict(rows, "loss", "b", "a", "positive",
+                           where=lambda r: r["eval_len"] == 16)
+    assert at_16.word == "agree" and at_16.interval.mean == pytest.approx(0.4)
+    assert paired_verdict(rows, "loss", "b", "a", "negative",
+                          where=lambda r: r["eval_len"] == 8).word == "disagree"
+    assert paired_verdict(rows, "loss", "b", "a", "positive", learned=False,
+                          where=lambda r: r["eval_len"] == 8).label == \
+        "inconclusive (not learned)"
+    with pytest.raises(ValueError, match="seed 0 appears twice"):       # two lengths mixed
+        paired_verdict(rows, "loss", "b", "a", "positive")
+
+
+def test_beyond_verdict_needs_both_schemes_learned():
+    from posenc.experiments.analysis import beyond_verdict
+
+    rows = _lg_rows()
+    # "bad" scores higher past L but never learned the task: not a test of the claim
+    got = beyond_verdict(rows, "copy", "bad", "good", "positive")
+    assert (got.word, got.reason) == ("inconclusive", "not learned")
+    assert got.interval.mean > 0
+    good_twice = rows + [dict(r, scheme="other", exact_match=r["exact_match"] - 0.1
+                              if not r["in_distribution"] else 1.0)
+                         for r in rows if r["scheme"] == "good"]
+    assert beyond_verdict(good_twice, "copy", "good", "other", "positive").word == "agree"
+    with pytest.raises(ValueError, match="beyond_verdict: task='sort' has no rows"):
+        beyond_verdict(rows, "sort", "bad", "good", "positive")

@@ -25,7 +25,8 @@ import numpy as np
 
 __all__ = ["over_seeds", "markdown_table", "lm_ratio", "ranking", "meta_summary",
            "load_seed_runs", "combine_runs", "seed_values", "intervals", "paired_differences",
-           "lm_log_ratio", "lm_log_ratios", "lm_bits", "learned_cells", "beyond_training"]
+           "lm_log_ratio", "lm_log_ratios", "lm_bits", "paired_verdict", "learned_cells",
+           "beyond_training", "beyond_verdict"]
 
 
 def _is_perplexity(value: str) -> bool:
@@ -366,6 +367,43 @@ def lm_bits(rows, keys=("scheme", "eval_len"), *, level: float = 0.95) -> dict:
             for k, v in seed_values(rows, keys, "loss").items()}
 
 
+def paired_verdict(rows, value, scheme: str, reference: str, expected, *, where=None,
+                   learned=True, level: float = 0.95):
+    """The verdict (:func:`posenc.experiments.stats.verdict`) on the paired difference
+    ``scheme - reference`` of ``value`` over the seeds, among the rows ``where(row)`` keeps.
+
+    Args:
+        rows: the result rows.
+        value: the column compared (``"loss"``, ...).
+        scheme, reference: the two schemes.
+        expected: the sign of ``scheme - reference`` that the paper reports (``"positive"``
+            or ``"negative"``).
+        where: keeps the rows of one setting (e.g. ``lambda r: r["eval_len"] == 128``);
+            default every row, which must then hold one row per scheme and seed.
+        learned: passed to :func:`~posenc.experiments.stats.verdict`.
+        level: the confidence level. Default ``0.95``.
+
+    Returns:
+        A :class:`~posenc.experiments.stats.Verdict`: ``.word``, ``.label`` and ``.interval``
+        are what a chapter glues.
+
+    Example:
+        >>> rows = [{"scheme": k, "seed": s, "loss": v + (0.5 if k == "b" else 0.0)}
+        ...         for s, v in enumerate([1.0, 2.0, 4.0]) for k in ("a", "b")]
+        >>> paired_verdict(rows, "loss", "b", "a", "positive").word
+        'agree'
+    """
+    from posenc.experiments.stats import verdict
+
+    kept = [r for r in rows if (where is None or where(r)) and r["scheme"] in (scheme,
+                                                                             reference)]
+    diff = paired_differences(kept, value, reference, level=level)
+    if scheme not in diff:
+        raise ValueError(f"paired_verdict: scheme={scheme!r} has no rows here; pass a "
+                         "scheme of the rows.")
+    return verdict(diff[scheme], expected, learned=learned)
+
+
 # --------------------------------------------------------------------------- length generalisation
 
 
@@ -419,3 +457,38 @@ def beyond_training(rows, value: str = "exact_match", *, criterion: float = 0.95
                     if kept else None, "learned": kept, "seeds": sorted(seeds),
                     "chance": chance.get(key)}
     return out
+
+
+def beyond_verdict(rows, task: str, scheme: str, reference: str, expected, *,
+                   value: str = "exact_match", criterion: float = 0.95, training=None,
+                   level: float = 0.95):
+    """The verdict on ``scheme - reference`` of the accuracy past the training length on one
+    task, paired by seed; ``"inconclusive (not learned)"`` unless every seed of both schemes
+    learned the task in distribution (:func:`learned_cells`).
+
+    Example:
+        >>> rows = [{"task": "copy", "scheme": k, "seed": s, "length": n,
+        ...          "in_distribution": n == 1, "exact_match": 1.0 if n == 1 else a + s / 10}
+        ...         for s in range(3) for k, a in (("a", 0.2), ("b", 0.5)) for n in (1, 2)]
+        >>> got = beyond_verdict(rows, "copy", "b", "a", "positive")
+        >>> got.word, round(got.interval.mean, 6)
+        ('agree', 0.3)
+    """
+    from posenc.experiments.stats import verdict
+
+    learned = learned_cells(rows, criterion=criterion, training=training)
+    per_seed = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        if row["task"] == task and row["scheme"] in (scheme, reference) \
+                and not row["in_distribution"]:
+            per_seed[row["scheme"]][row["seed"]].append(float(row[value]))
+    if scheme not in per_seed or reference not in per_seed:
+        raise ValueError(f"beyond_verdict: task={task!r} has no rows past the training length "
+                         f"for scheme={scheme!r} and reference={reference!r}; pass schemes "
+                         "and a task of the rows.")
+    seeds = sorted(set(per_seed[scheme]) & set(per_seed[reference]))
+    diff = [{"scheme": k, "seed": s, value: float(np.mean(per_seed[k][s]))}
+            for k in (scheme, reference) for s in seeds]
+    flags = [learned.get((task, k, s), False) for k in (scheme, reference) for s in seeds]
+    return verdict(paired_differences(diff, value, reference, level=level)[scheme], expected,
+                   learned=flags)
