@@ -15,6 +15,21 @@ commit with uncommitted changes).
 *per seed*, then summarised with its interval: :func:`lm_log_ratio` (the relative change of
 log-perplexity, unit-free) and :func:`paired_differences` (scheme minus a reference scheme,
 seed by seed on the same batches and text).
+
+**Verdicts.** :func:`paired_verdict` (a paired difference of schemes) and
+:func:`beyond_verdict` (accuracy past the training length, only where both schemes learned
+the task) apply the rule of :func:`posenc.experiments.stats.verdict`; a chapter glues the
+verdict's ``label`` and its ``interval.format()``, never a word of its own.
+
+A study of five seeds, one command per seed (the same options each time, from a committed
+tree), then read back::
+
+    for N in 0 1 2 3 4; do
+        python -m posenc.experiments lm-extrapolation [options] --seed $N --tag seed$N --out runs
+    done
+
+    runs = load_seed_runs("lm-extrapolation", folder="runs")
+    lm_log_ratios(runs["rows"], 128, 64)["alibi"].format(3)
 """
 
 from __future__ import annotations

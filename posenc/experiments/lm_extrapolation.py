@@ -15,7 +15,8 @@ that score each character once with at least ``length - S`` characters of contex
 non-overlapping windows (where a character's context is its offset in its window).
 ``--position-loss`` adds, to each row, the loss at each position of the window
 (``position_loss``, nats), which separates the early tokens' lack of context from the use of
-far positions. ``--t5-clamp`` evaluates each ``t5`` model a second time with the buckets
+far positions (with non-overlapping windows, where every position is scored in every window;
+with sliding ones only the first window scores the early positions). ``--t5-clamp`` evaluates each ``t5`` model a second time with the buckets
 past the longest trained distance (``train_len - 1``) set to its bias
 (:func:`posenc.experiments.controls.clamp_t5_buckets`; rows of scheme ``"t5-clamped"``), the
 control of the untrained-buckets explanation. ``--token-init-std matched`` draws the token
