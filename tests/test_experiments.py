@@ -222,13 +222,16 @@ def test_length_generalization_with_bos_criterion_and_clamp(tmp_path):
     main(["length-generalization", "--schemes", "t5", "--tasks", "copy", "--train-len", "3",
           "--steps", "6", "--batch-size", "4", "--dim", "16", "--depth", "1", "--heads", "2",
           "--eval-examples", "4", "--bos", "--criterion", "1.0", "--check-every", "3",
-          "--heldout-examples", "2", "--t5-clamp", "--no-progress", "--device", "cpu",
+          "--heldout-examples", "2", "--t5-clamp", "--loss-history", "--no-progress",
+          "--device", "cpu",
           "--out", str(tmp_path)])
     results = load_results("length-generalization", folder=tmp_path)
     meta, rows = results["meta"], results["rows"]
     assert meta["settings"]["bos"] and meta["settings"]["criterion"] == 1.0
     (trained,) = meta["training"]
     assert trained["steps_run"] == 6 and trained["learned"] in (True, False)
+    assert len(trained["losses"]) == 6 and trained["losses"][0] == pytest.approx(
+        trained["first_loss"], abs=1e-5)
     assert 0.0 <= trained["heldout_exact"] <= 1.0
     assert [r["scheme"] for r in rows] == ["t5"] * 6 + ["t5-clamped"] * 6
     assert all(r["chance"] == 1 / 16 and r["chance_exact"] == (1 / 16) ** r["length"]
@@ -346,7 +349,8 @@ def test_position_loss_agrees_between_the_runners():
 def test_lm_run_records_the_hash_the_positions_and_slides(tmp_path):
     main(["lm-extrapolation", "--schemes", "rope", "--train-len", "8", "--eval-lens", "8", "16",
           "--steps", "2", "--batch-size", "4", "--dim", "16", "--depth", "1", "--heads", "2",
-          "--eval-chars", "0", "--eval-stride", "4", "--position-loss", "--no-progress",
+          "--eval-chars", "0", "--eval-stride", "4", "--position-loss", "--loss-history",
+          "--no-progress",
           "--device", "cpu", "--out", str(tmp_path)])
     results = load_results("lm-extrapolation", folder=tmp_path)
     meta, rows = results["meta"], results["rows"]
@@ -355,6 +359,7 @@ def test_lm_run_records_the_hash_the_positions_and_slides(tmp_path):
     # the whole split, cut to a multiple of 16, every character scored once at both lengths
     assert rows[0]["tokens"] == rows[1]["tokens"] == (meta["valid_chars"] - 1) // 16 * 16
     assert [len(r["position_loss"]) for r in rows] == [8, 16]
+    assert len(meta["training"][0]["losses"]) == 2
     with pytest.raises(ValueError, match="data_sha256"):
         main(["lm-extrapolation", "--schemes", "rope", "--steps", "1", "--quick",
               "--data-sha256", "0" * 64, "--no-progress", "--device", "cpu",
@@ -813,3 +818,19 @@ def test_beyond_verdict_needs_both_schemes_learned():
     assert beyond_verdict(good_twice, "copy", "good", "other", "positive").word == "agree"
     with pytest.raises(ValueError, match="beyond_verdict: task='sort' has no rows"):
         beyond_verdict(rows, "sort", "bad", "good", "positive")
+
+
+def test_ablation_records_losses_and_the_t5_control(tmp_path):
+    main(["ablation", "--schemes", "t5", "--train-len", "8", "--long-factor", "2", "--steps",
+          "2", "--batch-size", "4", "--dim", "16", "--depth", "1", "--heads", "2",
+          "--eval-chars", "512", "--t5-clamp", "--no-progress", "--device", "cpu",
+          "--out", str(tmp_path)])
+    results = load_results("ablation", folder=tmp_path)
+    rows = results["rows"]
+    assert [r["scheme"] for r in rows] == ["t5", "t5-clamped"]
+    assert results["meta"]["data_sha256"] == data.PYDOC_SHA256
+    for row in rows:
+        assert row["loss"] == pytest.approx(np.log(row["perplexity"]), abs=1e-5)
+        assert row["long_loss"] == pytest.approx(np.log(row["long_perplexity"]), abs=1e-5)
+    # at the training length the clamp changes nothing
+    assert rows[0]["loss"] == pytest.approx(rows[1]["loss"], abs=1e-6)

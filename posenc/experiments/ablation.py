@@ -5,14 +5,16 @@ shaw, t5, alibi, rope) and seed: the parameters (all, and those of the scheme), 
 throughput (characters per second), the validation perplexity at the training length
 (in distribution) and at ``long_factor`` times it (long sequences), with their losses (nats
 per character, ``loss`` and ``long_loss``: average these over seeds, not the perplexities).
-The training, the evaluation options and the corpus hash are those of
+The training, the evaluation options, the controls (``--t5-clamp``: a row of scheme
+``"t5-clamped"`` after each ``t5`` row, the same model with its buckets clamped;
+``--token-init-std``) and the corpus hash are those of
 :mod:`posenc.experiments.lm_extrapolation`.
 """
 
 from __future__ import annotations
 
-from posenc.experiments.lm_extrapolation import (add_lm_arguments, eval_lm, load_data, settings,
-                                                 train_lm)
+from posenc.experiments.lm_extrapolation import (add_lm_arguments, eval_lm, history, load_data,
+                                                 settings, train_lm)
 
 NAME = "ablation"
 
@@ -36,7 +38,7 @@ def run(args, ctx) -> dict:
     s = settings(args, QUICK, DEFAULT, ABLATION_SCHEMES)
     long_len = s["long_factor"] * s["train_len"]
     vocab, train_ids, valid_ids, digest = load_data(s, args)
-    rows = []
+    rows, training = [], []
     for seed in ctx.seeds:
         for scheme in s["schemes"]:
             model, result = train_lm(scheme, seed, s, ctx, train_ids, len(vocab), long_len)
@@ -61,7 +63,26 @@ def run(args, ctx) -> dict:
                     f"{result['tokens_per_second']:.0f} characters/s, perplexity "
                     f"{short['perplexity']:.3f} at {s['train_len']}, "
                     f"{long['perplexity']:.3f} at {long_len}")
-            ctx.write_results(rows, {"settings": s, "partial": True, "data_sha256": digest})
+            if s.get("t5_clamp") and scheme == "t5":
+                from posenc.experiments.controls import clamp_t5_buckets
+
+                clamp_t5_buckets(model, s["train_len"] - 1)
+                clamped = {k: eval_lm(model, valid_ids, n, s, ctx, desc=f"t5 clamped {k}",
+                                      longest=long_len)
+                           for k, n in (("short", s["train_len"]), ("long", long_len))}
+                rows.append({**rows[-1], "scheme": "t5-clamped",
+                             "perplexity": clamped["short"]["perplexity"],
+                             "long_perplexity": clamped["long"]["perplexity"],
+                             "loss": clamped["short"]["loss"],
+                             "long_loss": clamped["long"]["loss"],
+                             **({"position_loss": clamped["short"]["position_loss"],
+                                 "long_position_loss": clamped["long"]["position_loss"]}
+                                if s.get("position_loss") else {})})
+            if s.get("loss_history"):
+                training.append({"scheme": scheme, "seed": seed, **history(result, s)})
+            ctx.write_results(rows, {"settings": s, "partial": True, "data_sha256": digest,
+                                     **({"training": training} if training else {})})
     path = ctx.write_results(rows, {"settings": s, "vocab_size": len(vocab), "partial": False,
-                                    "data_sha256": digest})
+                                    "data_sha256": digest,
+                                    **({"training": training} if training else {})})
     return {"results": path, "rows": len(rows)}

@@ -26,6 +26,7 @@ runs repeat):
   trained distance set to that distance's bias
   (:func:`posenc.experiments.controls.clamp_t5_buckets`); its rows have scheme
   ``"t5-clamped"``.
+* ``--loss-history``: every training step's loss in ``meta["training"]``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import numpy as np
 
 from posenc.experiments import data
 from posenc.experiments.cli import SCHEMES, add_training_arguments, sizes
+from posenc.experiments.lm_extrapolation import history
 from posenc.experiments.runners import split_rows
 
 NAME = "length-generalization"
@@ -65,6 +67,8 @@ def add_arguments(parser) -> None:
                        help="steps between two checks of the criterion (default: steps / 20)")
     group.add_argument("--heldout-examples", type=int, default=32,
                        help="held-out examples per trained length for the criterion")
+    group.add_argument("--loss-history", action="store_true",
+                       help="record every training step's loss in meta['training']")
     group.add_argument("--t5-clamp", action="store_true",
                        help="also test each t5 model with the buckets past the trained "
                             "distances clamped to the last trained one (scheme t5-clamped)")
@@ -94,6 +98,8 @@ def settings(args) -> dict:
                       heldout_examples=args.heldout_examples)
     if getattr(args, "t5_clamp", False):
         chosen["t5_clamp"] = True
+    if getattr(args, "loss_history", False):
+        chosen["loss_history"] = True
     return chosen
 
 
@@ -174,7 +180,7 @@ def run(args, ctx) -> dict:
                                  "final_loss": result["losses"][-1],
                                  "seconds": round(result["seconds"], 2),
                                  "parameters": total, "position_parameters": position,
-                                 **record})
+                                 **record, **history(result, s)})
 
                 def base_row(n, scheme=scheme):
                     out_len = n + 1 if task == "addition" else n

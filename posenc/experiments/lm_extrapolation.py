@@ -22,6 +22,7 @@ past the longest trained distance (``train_len - 1``) set to its bias
 control of the untrained-buckets explanation. ``--token-init-std matched`` draws the token
 embeddings as loud as the sinusoid (:func:`posenc.experiments.controls.redraw_token_embedding`),
 the control of the amplitude confound between learned and sinusoidal encodings.
+``--loss-history`` keeps every training step's loss (``meta["training"][i]["losses"]``).
 ``--data-sha256 HEX`` refuses a corpus of another hash; every run records its
 own (``meta["data_sha256"]``, :func:`posenc.experiments.data.data_sha256`).
 """
@@ -61,6 +62,8 @@ def add_lm_arguments(group) -> None:
                        help="redraw the token embeddings with this standard deviation "
                             "('matched': 1/sqrt(2), as loud as the sinusoid; the lab's own is "
                             "0.02)")
+    group.add_argument("--loss-history", action="store_true",
+                       help="record every training step's loss in meta['training']")
     group.add_argument("--data-sha256", default=None,
                        help="refuse a corpus whose SHA-256 is not this (meta['data_sha256'] "
                             "of the run being repeated)")
@@ -87,6 +90,8 @@ def settings(args, quick=QUICK, default=DEFAULT, schemes=SCHEMES) -> dict:
         chosen["position_loss"] = True
     if getattr(args, "t5_clamp", False):
         chosen["t5_clamp"] = True
+    if getattr(args, "loss_history", False):
+        chosen["loss_history"] = True
     std = getattr(args, "token_init_std", None)
     if std is not None:
         from posenc.experiments.controls import MATCHED_STD
@@ -97,6 +102,13 @@ def settings(args, quick=QUICK, default=DEFAULT, schemes=SCHEMES) -> dict:
             raise ValueError(f"{NAME}: token_init_std must be a number or 'matched', got "
                              f"token_init_std={std!r}; pass e.g. 0.7 or matched.") from None
     return chosen
+
+
+def history(result, s) -> dict:
+    """``{"losses": [every step's loss]}`` when ``s["loss_history"]``, else ``{}``."""
+    if not s.get("loss_history"):
+        return {}
+    return {"losses": [round(float(v), 5) for v in result["losses"]]}
 
 
 def load_data(s, args):
@@ -172,7 +184,8 @@ def run(args, ctx) -> dict:
                              "final_loss": result["losses"][-1],
                              "seconds": round(result["seconds"], 2),
                              "tokens_per_second": round(result["tokens_per_second"], 1),
-                             "parameters": total, "position_parameters": position})
+                             "parameters": total, "position_parameters": position,
+                             **history(result, s)})
             for length in s["eval_lens"]:
                 got = eval_lm(model, valid_ids, length, s, ctx, desc=f"{scheme} len {length}",
                               longest=max(s["eval_lens"]))
