@@ -18,7 +18,8 @@ the function that turns one row of random symbols into its output:
 Token ids: ``PAD = 0``, ``SEP = 1``, ``PLUS = 2``, then the symbols (the digits 0-9 for
 ``addition``). With ``bos=True`` every example starts with a beginning-of-sequence token, the
 id after the symbols (:func:`bos_id`), so that a model without positions can count from it
-(Kazemnejad et al.'s construction). :func:`task_chance` is the chance level of a task. :func:`task_batch` returns ``(inputs, targets, weights)`` already shifted for
+(Kazemnejad et al.'s construction). :func:`task_chance` is the chance level of a task.
+:func:`task_batch` returns ``(inputs, targets, weights)`` already shifted for
 next-token prediction, right-padded with ``PAD`` (harmless in a causal model: a position never
 sees the padding after it) and with weight 1 exactly on the positions whose target is an output
 token. With teacher forcing, "every weighted argmax equals its target" is the same event as
@@ -26,7 +27,7 @@ token. With teacher forcing, "every weighted argmax equals its target" is the sa
 
 **Character corpus.** :func:`load_corpus` returns the text of the Python reference
 (``pydoc_data.topics``, 465,048 characters). That module differs between Python versions
-(459,000 characters in 3.10, 492,000 in 3.12), so the package ships one frozen copy, that of
+(in its size, its text and its vocabulary), so the package ships one frozen copy, that of
 Python 3.11.7 (PSF licence, ``corpus/LICENSE-PSF.txt``), checked against its SHA-256
 (:data:`PYDOC_SHA256`) whenever it is read: ``"pydoc"`` is the same text on every Python.
 ``"pydoc-installed"`` is the running Python's own copy (it differs between versions), and
@@ -51,7 +52,8 @@ import numpy as np
 from posenc._checks import _error, check_bool, check_choice, check_int, check_positive_int
 
 __all__ = ["PAD", "SEP", "PLUS", "TASKS", "task_vocab_size", "task_example", "task_batch",
-           "length_batches", "sequence_width", "bos_id", "task_chance", "CORPORA", "PYDOC_FILE", "PYDOC_SHA256", "load_corpus",
+           "length_batches", "sequence_width", "bos_id", "task_chance", "CORPORA", "PYDOC_FILE",
+           "PYDOC_SHA256", "load_corpus",
            "data_sha256", "Vocabulary", "split", "lm_batch", "lm_windows", "lm_sliding_windows"]
 
 PAD, SEP, PLUS = 0, 1, 2

@@ -8,7 +8,7 @@ longer than ``train_len``). A row per (scheme, seed, eval_len) holds the loss (n
 character), the perplexity per character and bits per character.
 
 Evaluation options: ``--eval-chars N`` scores the first ``N`` validation characters (the
-committed quick runs: 16,384, 35 % of the split); ``--eval-chars 0`` the whole validation
+committed runs: 16,384, 35 % of the split); ``--eval-chars 0`` the whole validation
 split, cut to a multiple of the longest window so that every length scores the same
 characters. ``--eval-stride S`` (below the window) evaluates with sliding windows ``S`` apart
 that score each character once with at least ``length - S`` characters of context, instead of
@@ -16,7 +16,8 @@ non-overlapping windows (where a character's context is its offset in its window
 ``--position-loss`` adds, to each row, the loss at each position of the window
 (``position_loss``, nats), which separates the early tokens' lack of context from the use of
 far positions (with non-overlapping windows, where every position is scored in every window;
-with sliding ones only the first window scores the early positions). ``--t5-clamp`` evaluates each ``t5`` model a second time with the buckets
+with sliding ones only the first window scores the early positions). ``--t5-clamp``
+evaluates each ``t5`` model a second time with the buckets
 past the longest trained distance (``train_len - 1``) set to its bias
 (:func:`posenc.experiments.controls.clamp_t5_buckets`; rows of scheme ``"t5-clamped"``), the
 control of the untrained-buckets explanation. ``--token-init-std matched`` draws the token
