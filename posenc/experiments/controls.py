@@ -16,6 +16,8 @@ start as loud as the sinusoid.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from posenc._checks import _error, check_positive_int
@@ -28,10 +30,15 @@ __all__ = ["t5_bias_layers", "trained_t5_bucket", "clamp_t5_buckets", "MATCHED_S
 MATCHED_STD = float(1 / np.sqrt(2))
 
 
+def _is_keras(model) -> bool:
+    keras = sys.modules.get("keras")
+    return keras is not None and isinstance(model, keras.layers.Layer)
+
+
 def t5_bias_layers(model) -> list:
     """The T5 bias layers (``relative_attention_bias`` tables) of a lab Transformer of either
     framework, in order."""
-    children = model.modules() if hasattr(model, "modules") else model._flatten_layers()
+    children = model._flatten_layers() if _is_keras(model) else model.modules()
     return [layer for layer in children if hasattr(layer, "relative_attention_bias")
             and hasattr(layer, "num_buckets")]
 
@@ -73,11 +80,11 @@ def clamp_t5_buckets(model, trained_distance: int) -> list:
     if not layers:
         raise _error("clamp_t5_buckets", "model has no T5 bias layer",
                      "pass a Transformer built with position='t5'")
-    kept = []
+    kept, keras_model = [], _is_keras(model)
     for layer in layers:
         bucket = trained_t5_bucket(layer, trained_distance)
         weight = layer.relative_attention_bias
-        if hasattr(weight, "detach"):                       # PyTorch
+        if not keras_model:                                 # PyTorch
             import torch
 
             with torch.no_grad():
@@ -107,7 +114,7 @@ def redraw_token_embedding(model, std: float, seed: int) -> None:
     seed = check_int("seed", seed, minimum=0, what="redraw_token_embedding")
     weight = model.token_embedding
     table = np.random.default_rng(seed).normal(0.0, std, size=tuple(weight.shape))
-    if hasattr(weight, "detach"):                           # PyTorch
+    if not _is_keras(model):                                # PyTorch
         import torch
 
         with torch.no_grad():
