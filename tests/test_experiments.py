@@ -17,6 +17,7 @@ from posenc.experiments import EXPERIMENTS, experiment, load_results, results_pa
 from posenc.experiments import data
 from posenc.experiments.cli import main, parse_args
 from posenc.experiments.context import ExperimentContext
+from posenc.experiments.analysis import over_seeds
 from posenc.experiments.records import read_results, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,6 +143,106 @@ def test_task_data_come_from_the_seed():
     assert a[0].shape[1] == data.sequence_width("sort", 6)
 
 
+def test_bos_starts_every_example_and_keeps_the_defaults():
+    plain = data.task_batch("copy", [3, 5], seed=0)
+    x, y, w = data.task_batch("copy", [3, 5], seed=0, bos=True)
+    bos = data.bos_id("copy")
+    assert bos == data.task_vocab_size("copy") == 19 and data.task_vocab_size(
+        "copy", bos=True) == 20
+    assert (x[:, 0] == bos).all() and not (plain[0] == bos).any()
+    # the same examples one position later, the same output tokens scored
+    np.testing.assert_array_equal(x[:, 1:], plain[0])
+    np.testing.assert_array_equal(w[:, 1:], plain[2])
+    assert data.sequence_width("copy", 5, bos=True) == data.sequence_width("copy", 5) + 1 == 11
+    seq, sep = data.task_example("addition", 2, np.random.default_rng(0), bos=True)
+    assert seq[0] == data.bos_id("addition") == 13 and seq[sep] == data.SEP and sep == 6
+    assert data.task_chance("sort", 8) == 0.125 and data.task_chance("addition") == 0.1
+    with pytest.raises(ValueError, match="bos must be True or False"):
+        data.task_batch("copy", [3], seed=0, bos=1)
+
+
+def test_clamping_t5_buckets_keeps_the_trained_distances():
+    import torch
+
+    from posenc.experiments.controls import clamp_t5_buckets, t5_bias_layers
+    from posenc.experiments.runners import TorchRunner
+
+    model = TorchRunner().make_model("t5", 19, dim=16, depth=2, heads=2, max_len=64, seed=0)
+    tokens = torch.from_numpy(data.task_batch("copy", [4, 4], seed=0)[0])     # 8 positions
+    with torch.no_grad():
+        before = model(tokens)
+        tables = [layer.relative_attention_bias.detach().clone()
+                  for layer in t5_bias_layers(model)]
+    assert clamp_t5_buckets(model, 7) == [7, 7]      # distances 0..7 have a bucket each
+    for old, layer in zip(tables, t5_bias_layers(model)):
+        new = layer.relative_attention_bias.detach()
+        torch.testing.assert_close(new[:8], old[:8])
+        torch.testing.assert_close(new[8:], old[7].expand(24, -1))
+        assert not torch.equal(new, old)
+    with torch.no_grad():                            # what the training length saw: unchanged
+        torch.testing.assert_close(model(tokens), before)
+    with pytest.raises(ValueError, match="clamp_t5_buckets: model has no T5 bias layer"):
+        clamp_t5_buckets(TorchRunner().make_model("alibi", 19, dim=16, depth=1, heads=2), 7)
+
+
+@pytest.mark.keras
+def test_clamping_t5_buckets_in_keras():
+    import keras
+
+    from posenc.experiments.controls import clamp_t5_buckets, t5_bias_layers, trained_t5_bucket
+    from posenc.experiments.runners import KerasRunner
+
+    model = KerasRunner().make_model("t5", 19, dim=16, depth=1, heads=2, max_len=64, seed=0)
+    (layer,) = t5_bias_layers(model)
+    old = np.array(keras.ops.convert_to_numpy(layer.relative_attention_bias))
+    bucket = trained_t5_bucket(layer, 20)
+    assert clamp_t5_buckets(model, 20) == [bucket] and 16 < bucket < 31
+    new = np.array(keras.ops.convert_to_numpy(layer.relative_attention_bias))
+    np.testing.assert_array_equal(new[: bucket + 1], old[: bucket + 1])
+    assert (new[bucket + 1:] == old[bucket]).all()
+
+
+def test_fit_stops_when_asked():
+    from posenc.experiments.runners import TorchRunner
+
+    runner = TorchRunner()
+    model = runner.make_model("alibi", 19, dim=16, depth=1, heads=2, max_len=16, seed=0)
+    seen = []
+
+    def stop(step, losses):
+        seen.append((step, len(losses)))
+        return step == 2
+
+    got = runner.fit(model, lambda step: data.task_batch("copy", [3, 4], seed=step),
+                     steps=10, stop=stop)
+    assert len(got["losses"]) == 3 and seen == [(0, 1), (1, 2), (2, 3)]
+
+
+def test_length_generalization_with_bos_criterion_and_clamp(tmp_path):
+    main(["length-generalization", "--schemes", "t5", "--tasks", "copy", "--train-len", "3",
+          "--steps", "6", "--batch-size", "4", "--dim", "16", "--depth", "1", "--heads", "2",
+          "--eval-examples", "4", "--bos", "--criterion", "1.0", "--check-every", "3",
+          "--heldout-examples", "2", "--t5-clamp", "--loss-history", "--no-progress",
+          "--device", "cpu",
+          "--out", str(tmp_path)])
+    results = load_results("length-generalization", folder=tmp_path)
+    meta, rows = results["meta"], results["rows"]
+    assert meta["settings"]["bos"] and meta["settings"]["criterion"] == 1.0
+    (trained,) = meta["training"]
+    assert trained["steps_run"] == 6 and trained["learned"] in (True, False)
+    assert len(trained["losses"]) == 6 and trained["losses"][0] == pytest.approx(
+        trained["first_loss"], abs=1e-5)
+    assert 0.0 <= trained["heldout_exact"] <= 1.0
+    assert [r["scheme"] for r in rows] == ["t5"] * 6 + ["t5-clamped"] * 6
+    assert all(r["chance"] == 1 / 16 and r["chance_exact"] == (1 / 16) ** r["length"]
+               for r in rows)
+    assert len(meta["data_sha256"]) == 64
+    # the clamp leaves the trained lengths alone: lengths 1..3 read distances 0..6 of 0..6
+    inside = {(r["scheme"], r["length"]): r["token_accuracy"] for r in rows
+              if r["in_distribution"]}
+    assert all(inside["t5", n] == inside["t5-clamped", n] for n in (1, 2, 3))
+
+
 def test_corpus_split_and_windows():
     vocab, train, valid = data.split("pydoc")
     assert len(train) > 400_000 and 40_000 < len(valid) < len(train) / 8
@@ -152,6 +253,117 @@ def test_corpus_split_and_windows():
     assert x.shape == (len(valid[:-1]) // 100, 100)
     np.testing.assert_array_equal(x.reshape(-1), valid[: x.size])     # non-overlapping, in order
     np.testing.assert_array_equal(y.reshape(-1), valid[1: x.size + 1])
+
+
+def test_the_pydoc_corpus_is_the_shipped_copy_on_every_python():
+    import hashlib
+
+    train, valid = data.load_corpus("pydoc")
+    assert len(train + valid) == 465_048           # Python 3.11.7's pydoc_data.topics
+    assert hashlib.sha256((train + valid).encode()).hexdigest() == data.PYDOC_SHA256
+    assert data.data_sha256(train, valid) == data.PYDOC_SHA256
+    assert data.PYDOC_FILE.stat().st_size < 200_000
+    assert (data.PYDOC_FILE.parent / "LICENSE-PSF.txt").exists()
+    installed = data.load_corpus("pydoc-installed")
+    assert (installed == (train, valid)) == (sys.version_info[:3] == (3, 11, 7))
+
+
+def test_a_changed_corpus_is_refused(tmp_path, monkeypatch):
+    import gzip
+
+    bad = tmp_path / "topics.txt.gz"
+    bad.write_bytes(gzip.compress(b"not the Python reference"))
+    monkeypatch.setattr(data, "PYDOC_FILE", bad)
+    with pytest.raises(ValueError, match="has SHA-256 .* reinstall posenc"):
+        data.load_corpus("pydoc")
+
+
+def test_split_refuses_an_unexpected_hash():
+    *_, digest = data.split("pydoc", with_sha256=True)
+    assert digest == data.PYDOC_SHA256
+    assert len(data.split("pydoc", expect_sha256=digest)) == 3
+    with pytest.raises(ValueError, match="split: the corpus 'pydoc' has data_sha256="):
+        data.split("pydoc", expect_sha256="0" * 64)
+
+
+def test_sliding_windows_score_each_character_once():
+    ids = np.arange(1, 42)                 # 40 targets
+    for length, stride in ((8, 4), (8, 1), (8, 8), (10, 3)):
+        x, y, w = data.lm_sliding_windows(ids, length, stride)
+        np.testing.assert_array_equal(x[:, 1:], y[:, :-1])
+        scored = y[w > 0]
+        # every target once, in order, from the first: length + stride * k of them
+        np.testing.assert_array_equal(scored, ids[1: 1 + len(scored)])
+        assert (len(scored) - length) % stride == 0 and len(ids) - 1 - len(scored) < stride
+        # every scored character but the first window's has length - stride of context
+        assert (w[1:, : length - stride] == 0).all()
+    same = data.lm_sliding_windows(ids, 8, 8)
+    for a, b in zip(same, data.lm_windows(ids, 8)):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="stride must be at most length=8"):
+        data.lm_sliding_windows(ids, 8, 9)
+
+
+def test_the_whole_validation_split_is_cut_to_the_longest_window():
+    from posenc.experiments.lm_extrapolation import eval_ids
+
+    valid = np.arange(1001)
+    assert len(eval_ids(valid, {"eval_chars": 0}, 64)) == 960 + 1      # 15 windows of 64
+    assert len(eval_ids(valid, {"eval_chars": 100}, 64)) == 101
+    # every length scores the same characters
+    for length in (16, 32, 64):
+        x, y, w = data.lm_windows(eval_ids(valid, {"eval_chars": 0}, 64), length)
+        assert y.size == 960
+
+
+def test_position_loss_matches_the_mean_loss():
+    from posenc.experiments.runners import TorchRunner
+
+    runner = TorchRunner()
+    model = runner.make_model("alibi", 19, dim=16, depth=1, heads=2, max_len=32, seed=0)
+    batch = data.task_batch("copy", [5, 7, 3, 7], seed=0)
+    mean = runner.evaluate(model, [batch])
+    by_position = runner.position_loss(model, [batch])
+    assert by_position["tokens"].sum() == mean["tokens"]
+    weights = by_position["tokens"]
+    kept = weights > 0
+    assert np.isnan(by_position["loss"][~kept]).all()
+    total = (by_position["loss"][kept] * weights[kept]).sum() / weights.sum()
+    assert total == pytest.approx(mean["loss"], rel=1e-5)
+
+
+@pytest.mark.keras
+def test_position_loss_agrees_between_the_runners():
+    from posenc.experiments.runners import KerasRunner, TorchRunner
+
+    batch = data.task_batch("copy", [5, 7, 3, 7], seed=0)
+    for runner in (TorchRunner(), KerasRunner()):
+        model = runner.make_model("alibi", 19, dim=16, depth=1, heads=2, max_len=32, seed=0)
+        got = runner.position_loss(model, [batch])
+        mean = runner.evaluate(model, [batch])
+        kept = got["tokens"] > 0
+        assert (got["loss"][kept] * got["tokens"][kept]).sum() / got["tokens"].sum() \
+            == pytest.approx(mean["loss"], rel=1e-5)
+
+
+def test_lm_run_records_the_hash_the_positions_and_slides(tmp_path):
+    main(["lm-extrapolation", "--schemes", "rope", "--train-len", "8", "--eval-lens", "8", "16",
+          "--steps", "2", "--batch-size", "4", "--dim", "16", "--depth", "1", "--heads", "2",
+          "--eval-chars", "0", "--eval-stride", "4", "--position-loss", "--loss-history",
+          "--no-progress",
+          "--device", "cpu", "--out", str(tmp_path)])
+    results = load_results("lm-extrapolation", folder=tmp_path)
+    meta, rows = results["meta"], results["rows"]
+    assert meta["data_sha256"] == data.PYDOC_SHA256
+    assert meta["settings"]["eval_stride"] == 4 and meta["settings"]["position_loss"]
+    # the whole split, cut to a multiple of 16, every character scored once at both lengths
+    assert rows[0]["tokens"] == rows[1]["tokens"] == (meta["valid_chars"] - 1) // 16 * 16
+    assert [len(r["position_loss"]) for r in rows] == [8, 16]
+    assert len(meta["training"][0]["losses"]) == 2
+    with pytest.raises(ValueError, match="data_sha256"):
+        main(["lm-extrapolation", "--schemes", "rope", "--steps", "1", "--quick",
+              "--data-sha256", "0" * 64, "--no-progress", "--device", "cpu",
+              "--out", str(tmp_path)])
 
 
 @pytest.mark.skipif(importlib.util.find_spec("datasets") is not None,
@@ -272,7 +484,8 @@ def test_keras_quick_smoke(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["posenc.experiments.data", "posenc.experiments.analysis",
-                                  "posenc.experiments.records", "posenc.experiments.runners"])
+                                  "posenc.experiments.records", "posenc.experiments.runners",
+                                  "posenc.experiments.stats", "posenc.experiments.controls"])
 def test_docstring_examples(name):
     import doctest
     import importlib
@@ -285,7 +498,8 @@ def test_docstring_examples(name):
 def test_importing_the_lab_imports_no_framework():
     code = ("import sys, posenc.experiments, posenc.experiments.cli, posenc.experiments.data, "
             "posenc.experiments.context, posenc.experiments.records, posenc.experiments.runners, "
-            "posenc.experiments.analysis; print(sorted(m for m in ('torch', 'keras', "
+            "posenc.experiments.analysis, posenc.experiments.stats, "
+            "posenc.experiments.controls; print(sorted(m for m in ('torch', 'keras', "
             "'tensorflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env=_env(), cwd=ROOT)
@@ -297,11 +511,146 @@ def test_analysis_summaries():
 
     rows = [{"scheme": "a", "eval_len": n, "perplexity": p, "seed": s}
             for s, (p1, p2) in enumerate([(2.0, 4.0), (4.0, 4.0)]) for n, p in ((8, p1), (16, p2))]
-    assert lm_ratio(rows, "a", 16, 8) == pytest.approx(4.0 / 3.0)
+    # per seed: ratios 2 and 1; their geometric mean (exp of the mean loss difference) is
+    # sqrt(2), not the ratio of the mean perplexities, 4 / 3
+    assert lm_ratio(rows, "a", 16, 8) == pytest.approx(2.0 ** 0.5)
     acc = [{"scheme": "x", "token_accuracy": 0.2}, {"scheme": "y", "token_accuracy": 0.9}]
     assert ranking(acc) == [("y", 0.9), ("x", 0.2)]
     assert markdown_table(["a", "b"], [["x", 1.234]]).splitlines()[2] == "| x | 1.23 |"
 
+
+
+def _lm_rows():
+    """Three seeds of two schemes at two lengths; b's loss is a's plus 0.1, plus 0.3 at 16."""
+    rows = []
+    for seed, base in enumerate([1.0, 1.2, 1.6]):
+        for scheme in ("a", "b"):
+            for n in (8, 16):
+                loss = base + (0.1 if scheme == "b" else 0.0) + (0.3 if scheme == "b"
+                                                                  and n == 16 else 0.0)
+                rows.append({"scheme": scheme, "seed": seed, "eval_len": n, "loss": loss,
+                             "perplexity": float(np.exp(loss))})
+    return rows
+
+
+def test_over_seeds_averages_losses_not_perplexities():
+    rows = [{"s": "a", "perplexity": 2.0}, {"s": "a", "perplexity": 8.0}]
+    got = over_seeds(rows, ("s",), "perplexity")["a"]
+    assert got["mean"] == pytest.approx(4.0) and (got["min"], got["max"]) == (2.0, 8.0)
+    assert over_seeds(rows, ("s",), "perplexity", geometric=False)["a"]["mean"] == 5.0
+
+
+def test_intervals_and_paired_differences_over_seeds():
+    from posenc.experiments.analysis import intervals, lm_bits, paired_differences
+
+    rows = _lm_rows()
+    loss = intervals(rows, ("scheme", "eval_len"), "loss")
+    assert loss["a", 8].mean == pytest.approx(3.8 / 3) and loss["a", 8].n == 3
+    bits = lm_bits(rows)
+    assert bits["a", 8].mean == pytest.approx(3.8 / 3 / np.log(2))
+    # the seeds' shared offsets cancel: b - a is exactly 0.1 at 8 and 0.4 at 16
+    diff = paired_differences(rows, "loss", "a", keys=("eval_len",))
+    assert set(diff) == {("b", 8), ("b", 16)}
+    assert diff["b", 8].mean == pytest.approx(0.1) and diff["b", 8].half_width < 1e-9
+    assert diff["b", 16].mean == pytest.approx(0.4)
+    # unpaired, the same seeds give an interval that includes zero
+    assert loss["b", 8].low < loss["a", 8].mean
+    with pytest.raises(ValueError, match="reference='c' is not in the rows"):
+        paired_differences(rows, "loss", "c", keys=("eval_len",))
+    with pytest.raises(ValueError, match="seed 0 appears twice"):
+        intervals(rows + rows[:1], ("scheme", "eval_len"), "loss")
+
+
+def test_lm_log_ratio_is_per_seed_and_unit_free():
+    from posenc.experiments.analysis import lm_log_ratio, lm_log_ratios
+    from posenc.experiments.stats import verdict
+
+    rows = _lm_rows()
+    got = lm_log_ratio(rows, "b", 16, 8)
+    expect = [(b + 0.4) / (b + 0.1) - 1 for b in (1.0, 1.2, 1.6)]
+    assert got.mean == pytest.approx(np.mean(expect)) and got.n == 3
+    # the same losses in bits give the same relative change
+    in_bits = [dict(r, loss=r["loss"] / np.log(2)) for r in rows]
+    assert lm_log_ratio(in_bits, "b", 16, 8).mean == pytest.approx(got.mean)
+    assert lm_log_ratios(rows, 16, 8)["a"].mean == 0.0
+    assert verdict(got, "positive").word == "agree"
+    assert verdict(lm_log_ratios(rows, 16, 8)["a"], "positive").word == "inconclusive"
+
+
+def test_ablation_rows_without_a_loss_use_the_log_of_the_perplexity():
+    from posenc.experiments.analysis import paired_differences
+
+    rows = [{"scheme": k, "seed": s, "perplexity": p, "long_perplexity": 2 * p}
+            for s in range(3) for k, p in (("a", 4.0 + s), ("b", 8.0 + 2 * s))]
+    diff = paired_differences(rows, "loss", "a")["b"]
+    assert diff.mean == pytest.approx(np.log(2.0))
+    assert paired_differences(rows, "long_loss", "a")["b"].mean == pytest.approx(np.log(2.0))
+
+
+def _lg_rows():
+    rows = []
+    for seed in range(3):
+        for scheme, inside, outside in (("good", 1.0, 0.5 + 0.1 * seed), ("bad", 0.5, 0.9)):
+            for n in range(1, 5):
+                rows.append({"task": "copy", "scheme": scheme, "seed": seed, "length": n,
+                             "in_distribution": n <= 2, "chance": 1 / 16,
+                             "exact_match": inside if n <= 2 else outside,
+                             "token_accuracy": inside if n <= 2 else outside})
+    return rows
+
+
+def test_accuracy_beyond_training_only_where_the_task_was_learned():
+    from posenc.experiments.analysis import beyond_training, learned_cells
+
+    rows = _lg_rows()
+    learned = learned_cells(rows)
+    assert learned["copy", "good", 0] and not learned["copy", "bad", 2]
+    got = beyond_training(rows)
+    assert got["copy", "good"]["interval"].mean == pytest.approx(0.6)
+    assert got["copy", "good"]["learned"] == [0, 1, 2]
+    assert got["copy", "good"]["chance"] == pytest.approx(1 / 16)
+    # the scheme that did not learn has no accuracy past L, however high its numbers
+    assert got["copy", "bad"]["interval"] is None and got["copy", "bad"]["learned"] == []
+    # a run's own held-out criterion wins over the rows
+    training = [{"task": "copy", "scheme": s, "seed": k, "learned": s == "bad"}
+                for s in ("good", "bad") for k in range(3)]
+    assert beyond_training(rows, training=training)["copy", "good"]["interval"] is None
+
+
+def _seed_run(seed, **meta):
+    base = {"experiment": "lm-extrapolation", "framework": "torch", "commit": "abc",
+            "seeds": [seed], "settings": {"steps": 3}, "data_sha256": "f00", "partial": False}
+    return {"meta": {**base, **meta}, "rows": [{"scheme": "a", "seed": seed, "loss": 1.0}]}
+
+
+def test_combine_runs_checks_that_the_runs_belong_together():
+    from posenc.experiments.analysis import combine_runs
+
+    got = combine_runs([_seed_run(0), _seed_run(1)])
+    assert got["meta"]["seeds"] == [0, 1] and len(got["rows"]) == 2
+    assert got["meta"]["data_sha256"] == "f00"
+    for bad, match in ((_seed_run(0), "seed 0 is in runs 0 and 1"),
+                       (_seed_run(1, settings={"steps": 4}), "other settings"),
+                       (_seed_run(1, data_sha256="bad"), "data_sha256='bad'"),
+                       (_seed_run(1, commit="abc+dirty"), "not a clean commit"),
+                       (_seed_run(1, partial=True), "is partial")):
+        with pytest.raises(ValueError, match=match):
+            combine_runs([_seed_run(0), bad])
+    assert combine_runs([_seed_run(0), _seed_run(1, commit="abc+dirty")], require_clean=False)
+
+
+def test_load_seed_runs_reads_one_file_per_seed(tmp_path):
+    from posenc.experiments.analysis import load_seed_runs
+
+    for seed in (0, 1, 10):
+        write_results(tmp_path / "lm-extrapolation", f"results-seed{seed}",
+                      _seed_run(seed)["rows"], _seed_run(seed)["meta"])
+    got = load_seed_runs("lm-extrapolation", folder=tmp_path)
+    assert got["meta"]["seeds"] == [0, 1, 10]
+    assert load_seed_runs("lm-extrapolation", folder=tmp_path,
+                          tags=["seed1"])["meta"]["seeds"] == [1]
+    with pytest.raises(ValueError, match="load_seed_runs: no results"):
+        load_seed_runs("ablation", folder=tmp_path)
 
 # --------------------------------------------------------------------------- the two trainers
 
@@ -405,3 +754,83 @@ def test_benchmarks_record_with_the_lab_metadata(tmp_path, monkeypatch):
     for key in ("commit", "hardware", "versions", "started_utc", "wall_seconds"):
         assert key in meta, key
     assert path.name == "results.json" and str(tmp_path) not in json.dumps(meta)
+
+
+def test_token_embeddings_redrawn_alike_in_both_faces():
+    from posenc.experiments.controls import MATCHED_STD, redraw_token_embedding
+    from posenc.experiments.runners import TorchRunner
+
+    model = TorchRunner().make_model("sinusoidal", 50, dim=64, depth=1, heads=2, seed=0)
+    redraw_token_embedding(model, MATCHED_STD, 3)
+    table = model.token_embedding.detach().numpy()
+    assert abs(table.std() - 2 ** -0.5) < 0.02 and abs(MATCHED_STD - 2 ** -0.5) < 1e-12
+    np.testing.assert_allclose(table, np.random.default_rng(3).normal(0, MATCHED_STD, (50, 64)),
+                               rtol=1e-6)
+    with pytest.raises(ValueError, match="redraw_token_embedding: std must be"):
+        redraw_token_embedding(model, 0.0, 3)
+    args = parse_args(["lm-extrapolation", "--quick", "--token-init-std", "matched"])
+    assert experiment("lm-extrapolation").settings(args)["token_init_std"] == MATCHED_STD
+    with pytest.raises(ValueError, match="token_init_std must be a number or 'matched'"):
+        experiment("lm-extrapolation").settings(
+            parse_args(["lm-extrapolation", "--token-init-std", "loud"]))
+
+
+@pytest.mark.keras
+def test_token_embeddings_redrawn_in_keras():
+    import keras
+
+    from posenc.experiments.controls import redraw_token_embedding
+    from posenc.experiments.runners import KerasRunner
+
+    model = KerasRunner().make_model("sinusoidal", 50, dim=64, depth=1, heads=2, seed=0)
+    redraw_token_embedding(model, 0.5, 3)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(model.token_embedding),
+                               np.random.default_rng(3).normal(0, 0.5, (50, 64)), rtol=1e-6)
+
+
+def test_paired_verdicts_from_rows():
+    from posenc.experiments.analysis import paired_verdict
+
+    rows = _lm_rows()
+    at_16 = paired_verdict(rows, "loss", "b", "a", "positive",
+                           where=lambda r: r["eval_len"] == 16)
+    assert at_16.word == "agree" and at_16.interval.mean == pytest.approx(0.4)
+    assert paired_verdict(rows, "loss", "b", "a", "negative",
+                          where=lambda r: r["eval_len"] == 8).word == "disagree"
+    assert paired_verdict(rows, "loss", "b", "a", "positive", learned=False,
+                          where=lambda r: r["eval_len"] == 8).label == \
+        "inconclusive (not learned)"
+    with pytest.raises(ValueError, match="seed 0 appears twice"):       # two lengths mixed
+        paired_verdict(rows, "loss", "b", "a", "positive")
+
+
+def test_beyond_verdict_needs_both_schemes_learned():
+    from posenc.experiments.analysis import beyond_verdict
+
+    rows = _lg_rows()
+    # "bad" scores higher past L but never learned the task: not a test of the claim
+    got = beyond_verdict(rows, "copy", "bad", "good", "positive")
+    assert (got.word, got.reason) == ("inconclusive", "not learned")
+    assert got.interval.mean > 0
+    good_twice = rows + [dict(r, scheme="other", exact_match=r["exact_match"] - 0.1
+                              if not r["in_distribution"] else 1.0)
+                         for r in rows if r["scheme"] == "good"]
+    assert beyond_verdict(good_twice, "copy", "good", "other", "positive").word == "agree"
+    with pytest.raises(ValueError, match="beyond_verdict: task='sort' has no rows"):
+        beyond_verdict(rows, "sort", "bad", "good", "positive")
+
+
+def test_ablation_records_losses_and_the_t5_control(tmp_path):
+    main(["ablation", "--schemes", "t5", "--train-len", "8", "--long-factor", "2", "--steps",
+          "2", "--batch-size", "4", "--dim", "16", "--depth", "1", "--heads", "2",
+          "--eval-chars", "512", "--t5-clamp", "--no-progress", "--device", "cpu",
+          "--out", str(tmp_path)])
+    results = load_results("ablation", folder=tmp_path)
+    rows = results["rows"]
+    assert [r["scheme"] for r in rows] == ["t5", "t5-clamped"]
+    assert results["meta"]["data_sha256"] == data.PYDOC_SHA256
+    for row in rows:
+        assert row["loss"] == pytest.approx(np.log(row["perplexity"]), abs=1e-5)
+        assert row["long_loss"] == pytest.approx(np.log(row["long_perplexity"]), abs=1e-5)
+    # at the training length the clamp changes nothing
+    assert rows[0]["loss"] == pytest.approx(rows[1]["loss"], abs=1e-6)

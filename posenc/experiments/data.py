@@ -16,29 +16,45 @@ the function that turns one row of random symbols into its output:
   (``length + 1`` digits, least significant first), as ``a PLUS b SEP sum``.
 
 Token ids: ``PAD = 0``, ``SEP = 1``, ``PLUS = 2``, then the symbols (the digits 0-9 for
-``addition``). :func:`task_batch` returns ``(inputs, targets, weights)`` already shifted for
+``addition``). With ``bos=True`` every example starts with a beginning-of-sequence token, the
+id after the symbols (:func:`bos_id`), so that a model without positions can count from it
+(Kazemnejad et al.'s construction). :func:`task_chance` is the chance level of a task.
+:func:`task_batch` returns ``(inputs, targets, weights)`` already shifted for
 next-token prediction, right-padded with ``PAD`` (harmless in a causal model: a position never
 sees the padding after it) and with weight 1 exactly on the positions whose target is an output
 token. With teacher forcing, "every weighted argmax equals its target" is the same event as
 "greedy decoding writes the whole output correctly": both fail first at the first wrong token.
 
-**Character corpus.** :func:`load_corpus` returns the text of the Python reference that every
-Python installation carries offline (``pydoc_data.topics``, about 465,000 characters), or
-WikiText-103 through the ``datasets`` package when it is installed and the network answers.
-:func:`encode` maps it to ids, :func:`split` into train and validation, :func:`lm_batch` draws
-random training windows and :func:`lm_windows` cuts non-overlapping evaluation windows (the
-evaluation of Press et al. 2022).
+**Character corpus.** :func:`load_corpus` returns the text of the Python reference
+(``pydoc_data.topics``, 465,048 characters). That module differs between Python versions
+(in its size, its text and its vocabulary), so the package ships one frozen copy, that of
+Python 3.11.7 (PSF licence, ``corpus/LICENSE-PSF.txt``), checked against its SHA-256
+(:data:`PYDOC_SHA256`) whenever it is read: ``"pydoc"`` is the same text on every Python.
+``"pydoc-installed"`` is the running Python's own copy (it differs between versions), and
+``"wikitext-103"`` WikiText-103 through the ``datasets`` package when it is installed and the
+network answers. :func:`data_sha256` is the hash the experiments record in their metadata
+(``data_sha256``); :func:`split` refuses a corpus whose hash differs from an expected one.
+:class:`Vocabulary` maps the text to ids, :func:`split` into train and validation,
+:func:`lm_batch` draws random training windows, :func:`lm_windows` cuts non-overlapping
+evaluation windows (the evaluation of Press et al. 2022) and :func:`lm_sliding_windows`
+overlapping ones that score each character once, with at least ``length - stride`` characters
+of context.
 """
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+from pathlib import Path
+
 import numpy as np
 
-from posenc._checks import check_choice, check_int, check_positive_int
+from posenc._checks import _error, check_bool, check_choice, check_int, check_positive_int
 
 __all__ = ["PAD", "SEP", "PLUS", "TASKS", "task_vocab_size", "task_example", "task_batch",
-           "length_batches", "sequence_width", "CORPORA", "load_corpus", "Vocabulary", "split", "lm_batch",
-           "lm_windows"]
+           "length_batches", "sequence_width", "bos_id", "task_chance", "CORPORA", "PYDOC_FILE",
+           "PYDOC_SHA256", "load_corpus",
+           "data_sha256", "Vocabulary", "split", "lm_batch", "lm_windows", "lm_sliding_windows"]
 
 PAD, SEP, PLUS = 0, 1, 2
 _FIRST_SYMBOL = 3
@@ -66,26 +82,56 @@ def _check_task(task: str, what: str) -> str:
     return check_choice("task", task, tuple(TASKS), what=what)
 
 
-def task_vocab_size(task: str, symbols: int = 16) -> int:
-    """Number of token ids a task uses: ``PAD``, ``SEP``, ``PLUS`` and its symbols.
+def task_vocab_size(task: str, symbols: int = 16, *, bos: bool = False) -> int:
+    """Number of token ids a task uses: ``PAD``, ``SEP``, ``PLUS``, its symbols and, with
+    ``bos``, the beginning-of-sequence token.
 
     Example:
         >>> task_vocab_size("copy", 16), task_vocab_size("addition")
         (19, 13)
+        >>> task_vocab_size("copy", 16, bos=True)
+        20
     """
     _check_task(task, "task_vocab_size")
     return _FIRST_SYMBOL + (_DIGITS if task == "addition" else
-                            check_positive_int("symbols", symbols, what="task_vocab_size"))
+                            check_positive_int("symbols", symbols, what="task_vocab_size")) \
+        + int(check_bool("bos", bos, what="task_vocab_size"))
 
 
-def task_example(task: str, length: int, rng, symbols: int = 16) -> tuple[np.ndarray, int]:
-    """One example as a token sequence ``input SEP output`` and the index of ``SEP``.
+def bos_id(task: str, symbols: int = 16) -> int:
+    """The id of the beginning-of-sequence token of a task: the one after its symbols.
+
+    Example:
+        >>> bos_id("copy", 16)
+        19
+    """
+    return task_vocab_size(task, symbols)
+
+
+def task_chance(task: str, symbols: int = 16) -> float:
+    """The token accuracy of guessing each output symbol uniformly: ``1 / symbols`` (``1/10``
+    for ``addition``'s digits). The exact match of a guess of ``n`` output tokens is this to
+    the power ``n``.
+
+    Example:
+        >>> task_chance("copy", 16), task_chance("addition")
+        (0.0625, 0.1)
+    """
+    _check_task(task, "task_chance")
+    return 1.0 / (_DIGITS if task == "addition" else
+                  check_positive_int("symbols", symbols, what="task_chance"))
+
+
+def task_example(task: str, length: int, rng, symbols: int = 16, *,
+                 bos: bool = False) -> tuple[np.ndarray, int]:
+    """One example as a token sequence ``[BOS] input SEP output`` and the index of ``SEP``.
 
     Args:
         task: a name in :data:`TASKS`.
         length: input symbols (``addition``: digits per operand), a positive int.
         rng: a ``numpy.random.Generator``.
         symbols: alphabet size of ``copy``/``reverse``/``sort``. Default ``16``.
+        bos: start with the beginning-of-sequence token (:func:`bos_id`). Default ``False``.
 
     Returns:
         ``(sequence, sep)``: int64 array and the position of ``SEP`` in it.
@@ -107,11 +153,14 @@ def task_example(task: str, length: int, rng, symbols: int = 16) -> tuple[np.nda
         x = rng.integers(0, symbols, size=length)
         out = TASKS[task](x)
         source = x + _FIRST_SYMBOL
+    if check_bool("bos", bos, what="task_example"):
+        source = np.concatenate([[bos_id(task, symbols)], source])
     seq = np.concatenate([source, [SEP], out + _FIRST_SYMBOL]).astype(np.int64)
     return seq, len(source)
 
 
-def task_batch(task: str, lengths, *, seed: int, symbols: int = 16, width: int | None = None):
+def task_batch(task: str, lengths, *, seed: int, symbols: int = 16, width: int | None = None,
+               bos: bool = False):
     """A batch of examples, one per entry of ``lengths``, shifted for next-token prediction.
 
     Args:
@@ -120,6 +169,7 @@ def task_batch(task: str, lengths, *, seed: int, symbols: int = 16, width: int |
         seed: non-negative int for ``numpy.random.default_rng``.
         symbols: alphabet size. Default ``16``.
         width: pad every row to this many positions (default: the longest row).
+        bos: start every example with the beginning-of-sequence token. Default ``False``.
 
     Returns:
         ``(inputs, targets, weights)``: int64, int64, float32 arrays ``(batch, width)``;
@@ -132,7 +182,7 @@ def task_batch(task: str, lengths, *, seed: int, symbols: int = 16, width: int |
         ((1, 6), 3)
     """
     rng = np.random.default_rng(check_int("seed", seed, minimum=0, what="task_batch"))
-    examples = [task_example(task, n, rng, symbols) for n in lengths]
+    examples = [task_example(task, n, rng, symbols, bos=bos) for n in lengths]
     longest = max(len(s) - 1 for s, _ in examples)
     width = longest if width is None else check_int("width", width, minimum=longest,
                                                      what="task_batch")
@@ -160,22 +210,59 @@ def length_batches(task: str, max_length: int, num_examples: int, *, seed: int,
     return task_batch(task, lengths, seed=seed + 1, symbols=symbols, width=width)
 
 
-def sequence_width(task: str, length: int) -> int:
-    """Positions the model reads for an example of ``length``: ``len(input SEP output) - 1``."""
-    return 3 * length + 2 if task == "addition" else 2 * length
+def sequence_width(task: str, length: int, *, bos: bool = False) -> int:
+    """Positions the model reads for an example of ``length``:
+    ``len([BOS] input SEP output) - 1``."""
+    return (3 * length + 2 if task == "addition" else 2 * length) + int(bos)
 
 
 # --------------------------------------------------------------------------- text
 
 #: Corpus names :func:`load_corpus` knows.
-CORPORA = ("pydoc", "wikitext-103")
+CORPORA = ("pydoc", "pydoc-installed", "wikitext-103")
+
+#: The frozen copy of ``pydoc_data.topics`` (Python 3.11.7) that ``"pydoc"`` reads.
+PYDOC_FILE = Path(__file__).resolve().parent / "corpus" / "pydoc-topics-3.11.7.txt.gz"
+#: SHA-256 of that text (UTF-8), the ``data_sha256`` of every run on ``"pydoc"``.
+PYDOC_SHA256 = "2a95af4ac93f5b719944030ce3769070ddf827d847cba42192afa8da989e5dc4"
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def data_sha256(train: str, valid: str) -> str:
+    """SHA-256 (hex) of a corpus: of ``train + valid`` in UTF-8, so that a ``"pydoc"`` run's
+    is :data:`PYDOC_SHA256`.
+
+    Example:
+        >>> data_sha256(*load_corpus("pydoc")) == PYDOC_SHA256
+        True
+    """
+    return _sha256(train + valid)
+
+
+def _pydoc_text(installed: bool) -> str:
+    if installed:
+        from pydoc_data.topics import topics
+
+        return "\n".join(topics[key] for key in sorted(topics))
+    text = gzip.decompress(PYDOC_FILE.read_bytes()).decode("utf-8")
+    if _sha256(text) != PYDOC_SHA256:
+        raise ValueError(f"load_corpus: the shipped corpus {PYDOC_FILE.name} has SHA-256 "
+                         f"{_sha256(text)}, not {PYDOC_SHA256}; reinstall posenc (the file "
+                         "was changed or truncated).")
+    return text
 
 
 def load_corpus(name: str = "pydoc") -> tuple[str, str]:
     """The training and validation text of a corpus.
 
-    ``"pydoc"``: the topics of the Python reference in ``pydoc_data.topics`` (standard
-    library, offline), joined in sorted order; the last tenth is the validation text.
+    ``"pydoc"``: the topics of the Python reference in ``pydoc_data.topics`` of Python
+    3.11.7, joined in sorted order (the copy shipped with the package, the same on every
+    Python, its hash checked); the last tenth is the validation text. ``"pydoc-installed"``:
+    the same from the running Python's ``pydoc_data`` (its size and text depend on the
+    version).
     ``"wikitext-103"``: the raw WikiText-103 train and validation splits through
     ``datasets.load_dataset``; needs the ``datasets`` package and a network.
 
@@ -188,10 +275,8 @@ def load_corpus(name: str = "pydoc") -> tuple[str, str]:
         True
     """
     name = check_choice("corpus", name, CORPORA, what="load_corpus")
-    if name == "pydoc":
-        from pydoc_data.topics import topics
-
-        text = "\n".join(topics[key] for key in sorted(topics))
+    if name in ("pydoc", "pydoc-installed"):
+        text = _pydoc_text(name == "pydoc-installed")
         cut = int(len(text) * 0.9)
         return text[:cut], text[cut:]
     import importlib.util
@@ -234,11 +319,25 @@ class Vocabulary:
         return "".join(self.chars[i - 1] if i > 0 else "?" for i in np.asarray(ids).tolist())
 
 
-def split(name: str = "pydoc"):
-    """``(vocabulary, train_ids, valid_ids)`` of a corpus (the vocabulary from the train text)."""
+def split(name: str = "pydoc", *, expect_sha256: str | None = None, with_sha256: bool = False):
+    """``(vocabulary, train_ids, valid_ids)`` of a corpus (the vocabulary from the train text).
+
+    Args:
+        name: a name in :data:`CORPORA`.
+        expect_sha256: refuse the corpus unless its :func:`data_sha256` is this (the
+            ``data_sha256`` of the run being repeated or extended).
+        with_sha256: also return the hash, as a fourth element.
+    """
     train, valid = load_corpus(name)
+    digest = data_sha256(train, valid) if (expect_sha256 or with_sha256) else None
+    if expect_sha256 is not None and digest != expect_sha256:
+        raise _error("split", f"the corpus {name!r} has data_sha256={digest!r}, not the "
+                     f"expected {expect_sha256!r}",
+                     "use the corpus the run was made on (corpus='pydoc' is the same on "
+                     "every Python), or drop the expected hash")
     vocab = Vocabulary(train)
-    return vocab, vocab.encode(train), vocab.encode(valid)
+    found = (vocab, vocab.encode(train), vocab.encode(valid))
+    return found + (digest,) if with_sha256 else found
 
 
 def lm_batch(ids, batch_size: int, length: int, *, seed: int):
@@ -282,3 +381,36 @@ def lm_windows(ids, length: int, *, max_windows: int | None = None):
     rows = np.arange(count)[:, None] * length + np.arange(length + 1)
     windows = ids[rows]
     return windows[:, :-1], windows[:, 1:], np.ones((count, length), dtype=np.float32)
+
+
+def lm_sliding_windows(ids, length: int, stride: int):
+    """Overlapping evaluation windows of ``length`` characters, ``stride`` apart, that score
+    each character once: ``(inputs, targets, weights)``, each ``(windows, length)``.
+
+    The first window scores all its ``length`` targets; each later one only its last
+    ``stride``, so every scored character is predicted from at least ``length - stride``
+    characters before it (all of them for the first window's). The targets scored are the
+    first ``length + stride * k`` of the text, ``k`` the most windows that fit.
+    ``stride == length`` is :func:`lm_windows`.
+
+    Example:
+        >>> x, y, w = lm_sliding_windows(np.arange(11), 4, 2)
+        >>> x[:, 0].tolist(), w.sum(-1).tolist()   # windows start 2 apart; 4, then 2 scored
+        ([0, 2, 4, 6], [4.0, 2.0, 2.0, 2.0])
+    """
+    ids = np.asarray(ids)
+    length = check_positive_int("length", length, what="lm_sliding_windows")
+    stride = check_positive_int("stride", stride, what="lm_sliding_windows")
+    if stride > length:
+        raise _error("lm_sliding_windows", f"stride must be at most length={length}, got "
+                     f"stride={stride}", "pass a stride no longer than the window")
+    if len(ids) - 1 < length:
+        raise _error("lm_sliding_windows", f"length={length} is longer than the text "
+                     f"({len(ids)} ids)", "use a shorter length")
+    count = 1 + (len(ids) - 1 - length) // stride
+    rows = np.arange(count)[:, None] * stride + np.arange(length + 1)
+    windows = ids[rows]
+    weights = np.zeros((count, length), dtype=np.float32)
+    weights[0] = 1.0
+    weights[1:, length - stride:] = 1.0
+    return windows[:, :-1], windows[:, 1:], weights

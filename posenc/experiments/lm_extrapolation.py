@@ -6,6 +6,26 @@ from random windows of ``train_len`` characters. It is then evaluated on the sam
 characters cut into non-overlapping windows of each length in ``eval_lens`` (shorter, equal and
 longer than ``train_len``). A row per (scheme, seed, eval_len) holds the loss (nats per
 character), the perplexity per character and bits per character.
+
+Evaluation options: ``--eval-chars N`` scores the first ``N`` validation characters (the
+committed runs: 16,384, 35 % of the split); ``--eval-chars 0`` the whole validation
+split, cut to a multiple of the longest window so that every length scores the same
+characters. ``--eval-stride S`` (below the window) evaluates with sliding windows ``S`` apart
+that score each character once with at least ``length - S`` characters of context, instead of
+non-overlapping windows (where a character's context is its offset in its window).
+``--position-loss`` adds, to each row, the loss at each position of the window
+(``position_loss``, nats), which separates the early tokens' lack of context from the use of
+far positions (with non-overlapping windows, where every position is scored in every window;
+with sliding ones only the first window scores the early positions). ``--t5-clamp``
+evaluates each ``t5`` model a second time with the buckets
+past the longest trained distance (``train_len - 1``) set to its bias
+(:func:`posenc.experiments.controls.clamp_t5_buckets`; rows of scheme ``"t5-clamped"``), the
+control of the untrained-buckets explanation. ``--token-init-std matched`` draws the token
+embeddings as loud as the sinusoid (:func:`posenc.experiments.controls.redraw_token_embedding`),
+the control of the amplitude confound between learned and sinusoidal encodings.
+``--loss-history`` keeps every training step's loss (``meta["training"][i]["losses"]``).
+``--data-sha256 HEX`` refuses a corpus of another hash; every run records its
+own (``meta["data_sha256"]``, :func:`posenc.experiments.data.data_sha256`).
 """
 
 from __future__ import annotations
@@ -29,7 +49,25 @@ def add_lm_arguments(group) -> None:
     group.add_argument("--corpus", choices=list(data.CORPORA), default="pydoc")
     add_training_arguments(group, SCHEMES)
     group.add_argument("--eval-chars", type=int, default=None,
-                       help="validation characters to evaluate on (0: all)")
+                       help="validation characters to evaluate on (0: the whole split, cut to "
+                            "a multiple of the longest window)")
+    group.add_argument("--eval-stride", type=int, default=None,
+                       help="sliding-window evaluation: windows this many characters apart, "
+                            "each character scored once (default: non-overlapping windows)")
+    group.add_argument("--position-loss", action="store_true",
+                       help="record the loss at each position of the evaluation windows")
+    group.add_argument("--t5-clamp", action="store_true",
+                       help="also evaluate each t5 model with the buckets past the trained "
+                            "distances clamped to the last trained one (scheme t5-clamped)")
+    group.add_argument("--token-init-std", default=None,
+                       help="redraw the token embeddings with this standard deviation "
+                            "('matched': 1/sqrt(2), as loud as the sinusoid; the lab's own is "
+                            "0.02)")
+    group.add_argument("--loss-history", action="store_true",
+                       help="record every training step's loss in meta['training']")
+    group.add_argument("--data-sha256", default=None,
+                       help="refuse a corpus whose SHA-256 is not this (meta['data_sha256'] "
+                            "of the run being repeated)")
 
 
 def add_arguments(parser) -> None:
@@ -42,13 +80,66 @@ def add_arguments(parser) -> None:
 def settings(args, quick=QUICK, default=DEFAULT, schemes=SCHEMES) -> dict:
     chosen = sizes(args, quick, default, schemes)
     chosen["corpus"] = args.corpus
+    stride = getattr(args, "eval_stride", None)
+    if stride is not None:
+        if stride < 1:
+            raise ValueError(f"{NAME}: eval_stride must be a positive integer, got "
+                             f"eval_stride={stride}; pass a stride of at least 1, or leave it "
+                             "out for non-overlapping windows.")
+        chosen["eval_stride"] = stride
+    if getattr(args, "position_loss", False):
+        chosen["position_loss"] = True
+    if getattr(args, "t5_clamp", False):
+        chosen["t5_clamp"] = True
+    if getattr(args, "loss_history", False):
+        chosen["loss_history"] = True
+    std = getattr(args, "token_init_std", None)
+    if std is not None:
+        from posenc.experiments.controls import MATCHED_STD
+
+        try:
+            chosen["token_init_std"] = MATCHED_STD if std == "matched" else float(std)
+        except ValueError:
+            raise ValueError(f"{NAME}: token_init_std must be a number or 'matched', got "
+                             f"token_init_std={std!r}; pass e.g. 0.7 or matched.") from None
     return chosen
+
+
+def history(result, s) -> dict:
+    """``{"losses": [every step's loss]}`` when ``s["loss_history"]``, else ``{}``."""
+    if not s.get("loss_history"):
+        return {}
+    return {"losses": [round(float(v), 5) for v in result["losses"]]}
+
+
+def load_data(s, args):
+    """``(vocabulary, train_ids, valid_ids, data_sha256)`` of the corpus in ``s``, refused
+    when ``--data-sha256`` names another hash."""
+    return data.split(s["corpus"], expect_sha256=getattr(args, "data_sha256", None),
+                      with_sha256=True)
+
+
+def eval_ids(valid_ids, s, longest: int):
+    """The validation ids scored: the first ``eval_chars`` characters (and the one after),
+    or with ``eval_chars`` 0 the whole split cut to a multiple of ``longest``."""
+    if s["eval_chars"]:
+        return valid_ids[: s["eval_chars"] + 1]
+    count = (len(valid_ids) - 1) // longest * longest
+    if count < 1:
+        raise ValueError(f"{NAME}: the longest window ({longest}) is longer than the "
+                         f"validation text ({len(valid_ids)} characters); use shorter "
+                         "evaluation lengths.")
+    return valid_ids[: count + 1]
 
 
 def train_lm(scheme, seed, s, ctx, train_ids, vocab_size, max_len):
     """Train one character LM; returns ``(model, fit result)``."""
     model = ctx.runner.make_model(scheme, vocab_size, dim=s["dim"], depth=s["depth"],
                                   heads=s["heads"], max_len=max_len, seed=seed)
+    if s.get("token_init_std"):
+        from posenc.experiments.controls import redraw_token_embedding
+
+        redraw_token_embedding(model, s["token_init_std"], seed)
 
     def batch_fn(step):
         return data.lm_batch(train_ids, s["batch_size"], s["train_len"],
@@ -58,20 +149,32 @@ def train_lm(scheme, seed, s, ctx, train_ids, vocab_size, max_len):
                                  desc=f"{scheme} seed {seed}")
 
 
-def eval_lm(model, valid_ids, length, s, ctx, desc=""):
-    """Loss, perplexity and bits per character on non-overlapping windows of ``length``."""
-    ids = valid_ids[: s["eval_chars"] + 1] if s["eval_chars"] else valid_ids
-    windows = data.lm_windows(ids, length)
+def eval_lm(model, valid_ids, length, s, ctx, desc="", longest=None):
+    """Loss, perplexity and bits per character on windows of ``length``: non-overlapping, or
+    sliding ``s["eval_stride"]`` apart; with ``s["position_loss"]`` also the loss at each
+    position of the window. ``longest``: the longest window of the run (default ``length``),
+    whose multiple of the split is scored when ``s["eval_chars"]`` is 0."""
+    ids = eval_ids(valid_ids, s, longest or length)
+    stride = s.get("eval_stride")
+    if stride and stride < length:
+        windows = data.lm_sliding_windows(ids, length, stride)
+    else:
+        windows = data.lm_windows(ids, length)
     rows_per_batch = max(1, 16_384 // length)
     got = ctx.runner.evaluate(model, split_rows(windows, rows_per_batch), desc=desc)
-    return {"loss": round(got["loss"], 6), "perplexity": round(got["perplexity"], 6),
-            "bits_per_char": round(got["loss"] / math.log(2), 6),
-            "accuracy": round(got["token_accuracy"], 6), "tokens": got["tokens"]}
+    found = {"loss": round(got["loss"], 6), "perplexity": round(got["perplexity"], 6),
+             "bits_per_char": round(got["loss"] / math.log(2), 6),
+             "accuracy": round(got["token_accuracy"], 6), "tokens": got["tokens"]}
+    if s.get("position_loss"):
+        by_position = ctx.runner.position_loss(model, split_rows(windows, rows_per_batch),
+                                               desc=f"{desc} by position")
+        found["position_loss"] = [round(float(v), 6) for v in by_position["loss"]]
+    return found
 
 
 def run(args, ctx) -> dict:
     s = settings(args)
-    vocab, train_ids, valid_ids = data.split(s["corpus"])
+    vocab, train_ids, valid_ids, digest = load_data(s, args)
     rows, training = [], []
     for seed in ctx.seeds:
         for scheme in s["schemes"]:
@@ -82,15 +185,28 @@ def run(args, ctx) -> dict:
                              "final_loss": result["losses"][-1],
                              "seconds": round(result["seconds"], 2),
                              "tokens_per_second": round(result["tokens_per_second"], 1),
-                             "parameters": total, "position_parameters": position})
+                             "parameters": total, "position_parameters": position,
+                             **history(result, s)})
             for length in s["eval_lens"]:
-                got = eval_lm(model, valid_ids, length, s, ctx, desc=f"{scheme} len {length}")
+                got = eval_lm(model, valid_ids, length, s, ctx, desc=f"{scheme} len {length}",
+                              longest=max(s["eval_lens"]))
                 rows.append({"scheme": scheme, "seed": seed, "eval_len": length,
                              "train_len": s["train_len"], **got})
                 ctx.log(f"{scheme} seed {seed}: perplexity {got['perplexity']:.3f} at "
                         f"{length} characters")
-            ctx.write_results(rows, {"settings": s, "training": training, "partial": True})
+            if s.get("t5_clamp") and scheme == "t5":
+                from posenc.experiments.controls import clamp_t5_buckets
+
+                clamp_t5_buckets(model, s["train_len"] - 1)
+                for length in s["eval_lens"]:
+                    got = eval_lm(model, valid_ids, length, s, ctx, longest=max(s["eval_lens"]),
+                                  desc=f"{scheme} clamped len {length}")
+                    rows.append({"scheme": "t5-clamped", "seed": seed, "eval_len": length,
+                                 "train_len": s["train_len"], **got})
+            ctx.write_results(rows, {"settings": s, "training": training, "partial": True,
+                                     "data_sha256": digest})
     path = ctx.write_results(rows, {"settings": s, "training": training, "partial": False,
+                                    "data_sha256": digest,
                                     "vocab_size": len(vocab),
                                     "train_chars": len(train_ids),
                                     "valid_chars": len(valid_ids)})

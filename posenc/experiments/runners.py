@@ -125,9 +125,12 @@ class Runner:
         return np.asarray(array, dtype=self.token_dtype)
 
     def fit(self, model, batch_fn, *, steps: int, lr: float = 3e-3,
-            desc: str = "train") -> dict:
+            desc: str = "train", stop=None) -> dict:
         """Train ``model`` for ``steps`` steps on ``batch_fn(step) -> (inputs, targets,
         weights)`` (NumPy, the global batch), with the lab's recipe (see the module).
+
+        ``stop(step, losses) -> bool``, when given, is called after every step (``step`` from
+        0); ``True`` ends the training there (the schedule stays that of ``steps`` steps).
 
         Returns:
             A dict: ``"losses"`` (the global weighted mean loss of every step, before its
@@ -144,6 +147,8 @@ class Runner:
             losses.append(step_fn(inputs, targets, weights))
             if step % 10 == 0 or step == steps - 1:
                 bar.set_postfix(loss=f"{losses[-1]:.3f}")
+            if stop is not None and stop(step, losses):
+                break
         seconds = time.perf_counter() - start
         return {"losses": losses, "seconds": seconds, "tokens_per_second": tokens / seconds}
 
@@ -168,6 +173,24 @@ class Runner:
         for batch in self.ctx.progress(batches, desc=desc):
             sums += self._eval_sums(model, batch)
         return _scores(self.ctx.all_reduce(sums))
+
+    def position_loss(self, model, batches, *, desc: str = "eval by position") -> dict:
+        """The loss of ``model`` at each position of its windows, over ``batches`` (global
+        NumPy ``(inputs, targets, weights)`` batches of one width).
+
+        Returns:
+            A dict, summed over every process: ``"loss"`` (float64 array, the weighted mean
+            cross-entropy in nats at each position; ``nan`` where no weight falls) and
+            ``"tokens"`` (the weight at each position).
+        """
+        sums = None
+        for batch in self.ctx.progress(batches, desc=desc):
+            got = self._position_sums(model, batch)
+            sums = got if sums is None else sums + got
+        sums = self.ctx.all_reduce(sums.reshape(-1)).reshape(2, -1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            loss = np.where(sums[1] > 0, sums[0] / sums[1], np.nan)
+        return {"loss": loss, "tokens": sums[1]}
 
     def hidden_states(self, model, tokens) -> list[np.ndarray]:
         """Every layer's hidden states (the face's ``diagnostics.hidden_states``)."""
@@ -323,6 +346,20 @@ class TorchRunner(Runner):
         return np.array([float(self._weighted_ce(logits, y, w)), float(w.sum()),
                          float(right.sum()), float(rows_right.sum()), float(x.shape[0])])
 
+    def _position_sums(self, model, batch):
+        import torch
+        import torch.nn.functional as F
+
+        model.to(self._device()).eval()
+        x, y, w = (torch.from_numpy(self.ctx.shard(a)).to(self._device()) for a in batch)
+        if x.shape[0] == 0:
+            return np.zeros((2, batch[0].shape[1]))
+        with torch.no_grad():
+            logits = model(x).float()
+            ce = F.cross_entropy(logits.transpose(1, 2), y, reduction="none")
+            return np.stack([(ce * w).sum(0).double().cpu().numpy(),
+                             w.sum(0).double().cpu().numpy()])
+
     def _diagnostics(self):
         import posenc.torch.diagnostics as diagnostics
 
@@ -450,6 +487,14 @@ class KerasRunner(Runner):
         rows_right = right.sum(-1) == weights.sum(-1)
         return np.array([(ce * weights).sum(), weights.sum(), right.sum(), rows_right.sum(),
                          len(inputs)])
+
+    def _position_sums(self, model, batch):
+        inputs, targets, weights = batch
+        logits = self.to_numpy(model(self.tokens(inputs))).astype(np.float64)
+        logits -= logits.max(-1, keepdims=True)
+        logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        ce = -np.take_along_axis(logp, targets[..., None], -1)[..., 0]
+        return np.stack([(ce * weights).sum(0), weights.sum(0).astype(np.float64)])
 
     def _diagnostics(self):
         import posenc.keras.diagnostics as diagnostics
