@@ -19,8 +19,8 @@ option rules (an option the scheme does not use is refused; ``None`` means the
 scheme's default), :data:`ROUTE_LAYERS` says which class of a face carries a
 route's scheme and with which arguments, :func:`future_keys` is the causal mask
 of queries that continue a cache, :class:`Cache` holds the keys and values of
-cached decoding, and the argument checks are in :mod:`posenc._checks` with all
-the others.
+cached decoding. The attention models' own argument rules (``check_*``) are here
+too; the shared primitives and the message builder are in :mod:`posenc._checks`.
 """
 
 from __future__ import annotations
@@ -28,23 +28,22 @@ from __future__ import annotations
 import dataclasses
 
 from posenc._checks import (
+    ROPE_LAYOUTS,
+    _error,
     check_base,
     check_bool,
     check_choice,
     check_even_dim,
     check_head_dim,
-    check_heads,
     check_hw,
-    check_max_distance,
-    ROPE_LAYOUTS,
-    check_position_causal,
+    check_integer_dtype,
     check_positive_int,
+    check_rank,
     check_rate,
-    check_scheme_options,
     check_t5_buckets,
 )
 from posenc.rotary import rope_frequencies
-from posenc.shaw import query_positions
+from posenc.shaw import check_heads, check_max_distance, query_positions
 
 __all__ = ["Scheme", "POSITIONS", "ROUTES", "OPTION_NAMES", "ROUTE_LAYERS", "NORM_EPS",
            "scheme_options", "attention_settings", "transformer_settings", "given_options",
@@ -94,6 +93,61 @@ POSITIONS = {
 assert all(s.route in ROUTES for s in POSITIONS.values())
 assert all(set(s.options) <= set(OPTION_NAMES) for s in POSITIONS.values())
 
+
+# --------------------------------------------------------------------------- argument rules
+
+def check_scheme_options(position: str, given: dict, options, required=(), *,
+                         what: str = "") -> None:
+    """Only the ``options`` ``position`` uses (``given`` holds the ones not ``None``), and
+    the ``required`` ones present."""
+    uses = ", ".join(options) if options else "none"
+    for name, value in given.items():
+        if name not in options:
+            raise _error(what, f"{name} is not an option of position={position!r} (its options: "
+                               f"{uses}), got {name}={value!r}",
+                         f"drop {name}, or pick a position that uses it")
+    for name in required:
+        if name not in given:
+            raise _error(what, f"position={position!r} needs {name}, got {name}=None",
+                         "pass grid=(height, width), the patch grid whose height * width "
+                         "tokens the model reads" if name == "grid" else f"pass {name}")
+
+
+def check_position_causal(position: str, causal: bool, causal_ok: bool, *,
+                          what: str = "") -> None:
+    """An encoder-only scheme (Swin's grid bias) with ``causal=True``."""
+    if causal and not causal_ok:
+        raise _error(what, f"position={position!r} is an encoder scheme (a bias over a grid of "
+                           f"patches, not a sequence in order), got causal=True",
+                     "pass causal=False")
+
+
+def check_cache_allowed(causal: bool, *, what: str = "") -> None:
+    """A cache only for a causal model."""
+    if not causal:
+        raise _error(what, "cache is for causal decoding, got a cache for causal=False (an "
+                           "encoder attends to every position at once)",
+                     "build the model with causal=True, or call it without cache")
+
+
+def check_grid_seq(grid, seq, *, what: str = "") -> None:
+    """Swin's bias covers a ``height x width`` grid: the sequence must hold ``height * width``
+    tokens (``seq`` ``None``: unknown, passes)."""
+    if seq is not None and seq != grid[0] * grid[1]:
+        raise _error(what, f"grid must match the sequence (height * width tokens), got "
+                           f"grid={tuple(grid)} ({grid[0] * grid[1]} patches) for seq={seq}",
+                     f"pass {grid[0] * grid[1]} tokens, or build the model with a grid of "
+                     f"height * width = {seq}")
+
+
+def check_tokens(shape, dtype: str, *, what: str = "") -> None:
+    """``tokens`` are integer ids ``(batch, seq)``."""
+    check_rank("tokens", shape, 2, what=what, fix="pass (batch, seq) integer token ids, e.g. "
+                                                   "tokens[None] for one sequence")
+    check_integer_dtype("tokens", dtype, what=what)
+
+
+# --------------------------------------------------------------------------- options
 
 def scheme_options(position: str, causal: bool, given: dict, *, what: str) -> dict:
     """The options of ``position``: the ones ``given`` (not ``None``) over its defaults.

@@ -9,7 +9,7 @@ and the softmax are computed in float32 whatever the dtype policy. The
 ``Transformer`` is a ``keras.Model``: ``compile`` and ``fit`` train it.
 Sequence lengths must be static (known when the graph is traced), as for the
 bias layers. The registry, the option rules and the cache are in
-``posenc/attention.py``; the checks in ``posenc/_checks.py``.
+``posenc/attention.py``, with the checks of its arguments.
 """
 
 from __future__ import annotations
@@ -17,14 +17,11 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from posenc._checks import (
-    check_cache_allowed,
-    check_embeddings,
-    check_grid_seq,
-    check_rank,
-    check_tokens,
-)
+from posenc._checks import check_embeddings, check_rank
 from posenc.attention import (
+    check_cache_allowed,
+    check_grid_seq,
+    check_tokens,
     NORM_EPS,
     OPTION_NAMES,
     Cache,

@@ -8,8 +8,7 @@ logits, or Shaw et al.'s relative keys and values. The attention itself runs
 on ``torch.nn.functional.scaled_dot_product_attention`` with the bias as a
 float ``attn_mask``; an explicit path (softmax of the logits) serves
 ``return_attention=True`` and Shaw's relative values. The registry, the option
-rules and the cache are in ``posenc/attention.py``; the checks in
-``posenc/_checks.py``.
+rules, their checks and the cache are in ``posenc/attention.py``.
 """
 
 from __future__ import annotations
@@ -18,14 +17,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc._checks import (
-    check_cache_allowed,
-    check_embeddings,
-    check_grid_seq,
-    check_rank,
-    check_tokens,
-)
+from posenc._checks import check_embeddings, check_rank
 from posenc.attention import (
+    check_cache_allowed,
+    check_grid_seq,
+    check_tokens,
     NORM_EPS,
     Cache,
     LayerCache,

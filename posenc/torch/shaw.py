@@ -2,7 +2,7 @@
 
 The index maps (which table row each query-key pair reads, the distance
 buckets of the skew method, the keys of a window) are ``posenc/shaw.py``;
-the argument checks are in ``posenc/_checks.py``.
+the family's argument rules there too.
 """
 
 from __future__ import annotations
@@ -13,21 +13,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc._checks import (
-    check_attention,
-    check_bool,
-    check_choice,
-    check_embeddings,
-    check_heads,
-    check_max_distance,
-    check_rank,
-    check_relative_table,
-    check_window_radius,
-)
+from posenc._checks import check_bool, check_choice, check_embeddings, check_rank
 from posenc.learned import TABLE_INIT_STD
 from posenc.shaw import (
     MASKED_LOGIT,
     SHAW_METHODS,
+    check_attention,
+    check_heads,
+    check_max_distance,
+    check_relative_table,
+    check_window_radius,
     band_columns,
     band_offsets,
     bucket_boundaries,
