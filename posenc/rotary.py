@@ -224,3 +224,26 @@ def grid_positions(height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
     """
     rows, cols = np.divmod(np.arange(height * width, dtype=np.int32), np.int32(width))
     return rows, cols
+
+
+# rope_config: provisional
+def rope_config(scaling, *, base: float = 10000.0, what: str = "Transformer",
+                arg: str = "rope_scaling") -> dict:
+    """A ``rope_scaling`` dict checked once and normalised (``type`` becomes ``rope_type``).
+
+    Errors start with ``what`` and name ``arg``. ``dynamic``'s ``seq_len`` is the layer's to
+    supply, so it is not part of the result.
+
+    Example:
+        >>> rope_config({"type": "linear", "factor": 2.0})
+        {'factor': 2.0, 'rope_type': 'linear'}
+    """
+    import re
+
+    check_base(base, what=what)
+    try:
+        params = check_rope_scaling(scaling, tuple(ROPE_SCALINGS), 4, 1, what=what)
+    except ValueError as error:
+        raise ValueError(re.sub(r"\bscaling\b", arg, str(error))) from None
+    params.pop("seq_len", None)
+    return params

@@ -26,6 +26,7 @@ from posenc.attention import (
     OPTION_NAMES,
     Cache,
     LayerCache,
+    Settings,
     attention_settings,
     given_options,
     route_layer,
@@ -142,14 +143,27 @@ class MultiHeadAttention(keras.layers.Layer):
     def __init__(self, dim: int, heads: int, *, position: str = "none", causal: bool = False,
                  max_len: int = 512, dropout: float = 0.0, base=None, rope_scaling=None,
                  rope_layout=None, max_distance=None, num_buckets=None, grid=None, **kwargs):
+        self._setup(attention_settings(dim, heads, position, causal, max_len, dropout,
+                                       given_options(base, rope_scaling, rope_layout,
+                                                     max_distance, num_buckets, grid),
+                                       what="MultiHeadAttention"), **kwargs)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **kwargs) -> "MultiHeadAttention":
+        """The layer for :class:`posenc.attention.Settings` checked already (a
+        ``Transformer``'s): nothing is checked again. ``kwargs`` go to ``keras.layers.Layer``
+        (``dtype``, ``name``)."""
+        layer = cls.__new__(cls)
+        layer._setup(settings, **kwargs)
+        return layer
+
+    def _setup(self, s: Settings, **kwargs) -> None:
         kwargs.setdefault("autocast", False)   # weights cast by hand: logits in float32
-        super().__init__(**kwargs)
-        s = attention_settings(dim, heads, position, causal, max_len, dropout,
-                               given_options(base, rope_scaling, rope_layout, max_distance,
-                                             num_buckets, grid), what="MultiHeadAttention")
-        self.dim, self.heads, self.head_dim = s["dim"], s["heads"], s["head_dim"]
-        self.position, self.route, self.causal = s["position"], s["route"], s["causal"]
-        self.max_len, self.dropout, self.options = s["max_len"], s["dropout"], s["options"]
+        keras.layers.Layer.__init__(self, **kwargs)
+        self.settings = s
+        self.dim, self.heads, self.head_dim = s.dim, s.heads, s.head_dim
+        self.position, self.route, self.causal = s.position, s.route, s.causal
+        self.max_len, self.dropout, self.options = s.max_len, s.dropout, s.options
         for name in ("query", "key", "value", "output"):
             setattr(self, f"{name}_kernel", self.add_weight(
                 name=f"{name}_kernel", shape=(self.dim, self.dim), initializer=_GLOROT()))
@@ -281,27 +295,24 @@ class MultiHeadAttention(keras.layers.Layer):
 class _Block(keras.layers.Layer):
     """One pre-norm block: ``x + attention(norm(x))``, then ``x + mlp(norm(x))``."""
 
-    def __init__(self, s: dict, **kwargs):
+    def __init__(self, s: Settings, **kwargs):
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
-        dim, mlp_dim = s["dim"], s["mlp_dim"]
+        dim, mlp_dim = s.dim, s.mlp_dim
 
         def weight(name, shape, init):
             return self.add_weight(name=name, shape=shape, initializer=init)
 
         self.attention_norm_scale = weight("attention_norm_scale", (dim,), _ONES())
         self.attention_norm_bias = weight("attention_norm_bias", (dim,), _ZEROS())
-        self.attention = MultiHeadAttention(dim, s["heads"], position=s["position"],
-                                            causal=s["causal"], max_len=s["max_len"],
-                                            dropout=s["dropout"], **s["options"],
-                                            dtype=self.dtype_policy)
+        self.attention = MultiHeadAttention.from_settings(s, dtype=self.dtype_policy)
         self.mlp_norm_scale = weight("mlp_norm_scale", (dim,), _ONES())
         self.mlp_norm_bias = weight("mlp_norm_bias", (dim,), _ZEROS())
         self.mlp_hidden_kernel = weight("mlp_hidden_kernel", (dim, mlp_dim), _GLOROT())
         self.mlp_hidden_bias = weight("mlp_hidden_bias", (mlp_dim,), _ZEROS())
         self.mlp_output_kernel = weight("mlp_output_kernel", (mlp_dim, dim), _GLOROT())
         self.mlp_output_bias = weight("mlp_output_bias", (dim,), _ZEROS())
-        self.residual_dropout = keras.layers.Dropout(s["dropout"]) if s["dropout"] else None
+        self.residual_dropout = keras.layers.Dropout(s.dropout) if s.dropout else None
         self.built = True
 
     def _drop(self, h, training):
@@ -387,10 +398,11 @@ class Transformer(keras.Model):
         s = transformer_settings(vocab_size, dim, depth, heads, mlp_dim, causal, position,
                                  max_len, dropout, given_options(base, rope_scaling, rope_layout,
                                                                  max_distance, num_buckets, grid))
-        self.vocab_size, self.dim, self.depth = s["vocab_size"], s["dim"], s["depth"]
-        self.heads, self.mlp_dim, self.causal = s["heads"], s["mlp_dim"], s["causal"]
-        self.position, self.route, self.max_len = s["position"], s["route"], s["max_len"]
-        self.dropout, self.options = s["dropout"], s["options"]
+        self.settings = s
+        self.vocab_size, self.dim, self.depth = s.vocab_size, s.dim, s.depth
+        self.heads, self.mlp_dim, self.causal = s.heads, s.mlp_dim, s.causal
+        self.position, self.route, self.max_len = s.position, s.route, s.max_len
+        self.dropout, self.options = s.dropout, s.options
         self.token_embedding = self.add_weight(
             name="token_embedding", shape=(self.vocab_size, self.dim),
             initializer=keras.initializers.RandomNormal(stddev=TABLE_INIT_STD))

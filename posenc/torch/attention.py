@@ -25,6 +25,7 @@ from posenc.attention import (
     NORM_EPS,
     Cache,
     LayerCache,
+    Settings,
     attention_settings,
     given_options,
     route_layer,
@@ -125,12 +126,25 @@ class MultiHeadAttention(nn.Module):
                  max_len: int = 512, dropout: float = 0.0, base=None, rope_scaling=None,
                  rope_layout=None, max_distance=None, num_buckets=None, grid=None):
         super().__init__()
-        s = attention_settings(dim, heads, position, causal, max_len, dropout,
-                               given_options(base, rope_scaling, rope_layout, max_distance,
-                                             num_buckets, grid), what="MultiHeadAttention")
-        self.dim, self.heads, self.head_dim = s["dim"], s["heads"], s["head_dim"]
-        self.position, self.route, self.causal = s["position"], s["route"], s["causal"]
-        self.max_len, self.dropout, self.options = s["max_len"], s["dropout"], s["options"]
+        self._setup(attention_settings(dim, heads, position, causal, max_len, dropout,
+                                       given_options(base, rope_scaling, rope_layout,
+                                                     max_distance, num_buckets, grid),
+                                       what="MultiHeadAttention"))
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "MultiHeadAttention":
+        """The layer for :class:`posenc.attention.Settings` checked already (a
+        ``Transformer``'s): nothing is checked again."""
+        layer = cls.__new__(cls)
+        nn.Module.__init__(layer)
+        layer._setup(settings)
+        return layer
+
+    def _setup(self, s: Settings) -> None:
+        self.settings = s
+        self.dim, self.heads, self.head_dim = s.dim, s.heads, s.head_dim
+        self.position, self.route, self.causal = s.position, s.route, s.causal
+        self.max_len, self.dropout, self.options = s.max_len, s.dropout, s.options
         for name in ("query", "key", "value", "output"):
             setattr(self, f"{name}_kernel", nn.Parameter(torch.empty(self.dim, self.dim)))
         for name in ("query", "value", "output"):
@@ -258,14 +272,12 @@ class MultiHeadAttention(nn.Module):
 class _Block(nn.Module):
     """One pre-norm block: ``x + attention(norm(x))``, then ``x + mlp(norm(x))``."""
 
-    def __init__(self, s: dict):
+    def __init__(self, s: Settings):
         super().__init__()
-        dim, mlp_dim = s["dim"], s["mlp_dim"]
+        dim, mlp_dim = s.dim, s.mlp_dim
         self.attention_norm_scale = nn.Parameter(torch.ones(dim))
         self.attention_norm_bias = nn.Parameter(torch.zeros(dim))
-        self.attention = MultiHeadAttention(dim, s["heads"], position=s["position"],
-                                            causal=s["causal"], max_len=s["max_len"],
-                                            dropout=s["dropout"], **s["options"])
+        self.attention = MultiHeadAttention.from_settings(s)
         self.mlp_norm_scale = nn.Parameter(torch.ones(dim))
         self.mlp_norm_bias = nn.Parameter(torch.zeros(dim))
         self.mlp_hidden_kernel = nn.Parameter(torch.empty(dim, mlp_dim))
@@ -274,7 +286,7 @@ class _Block(nn.Module):
         self.mlp_output_bias = nn.Parameter(torch.zeros(dim))
         nn.init.xavier_uniform_(self.mlp_hidden_kernel)
         nn.init.xavier_uniform_(self.mlp_output_kernel)
-        self.dropout = nn.Dropout(s["dropout"])
+        self.dropout = nn.Dropout(s.dropout)
 
     def forward(self, x, cache=None, return_attention=False):
         h = _layer_norm(x, self.attention_norm_scale, self.attention_norm_bias)
@@ -358,14 +370,14 @@ class Transformer(nn.Module):
                                  max_len, dropout, given_options(base, rope_scaling, rope_layout,
                                                                  max_distance, num_buckets, grid))
         self.settings = s
-        self.vocab_size, self.dim, self.depth = s["vocab_size"], s["dim"], s["depth"]
-        self.heads, self.mlp_dim, self.causal = s["heads"], s["mlp_dim"], s["causal"]
-        self.position, self.route, self.max_len = s["position"], s["route"], s["max_len"]
-        self.options = s["options"]
+        self.vocab_size, self.dim, self.depth = s.vocab_size, s.dim, s.depth
+        self.heads, self.mlp_dim, self.causal = s.heads, s.mlp_dim, s.causal
+        self.position, self.route, self.max_len = s.position, s.route, s.max_len
+        self.options = s.options
         self.token_embedding = nn.Parameter(torch.empty(self.vocab_size, self.dim))
         nn.init.normal_(self.token_embedding, std=TABLE_INIT_STD)
         self.position_encoding = route_layer(s, "embedding", _CLASSES)
-        self.dropout = nn.Dropout(s["dropout"])
+        self.dropout = nn.Dropout(s.dropout)
         self.blocks = nn.ModuleList([_Block(s) for _ in range(self.depth)])
         self.norm_scale = nn.Parameter(torch.ones(self.dim))
         self.norm_bias = nn.Parameter(torch.zeros(self.dim))
