@@ -37,8 +37,7 @@ from posenc.keras._util import dtype_of
 from posenc.keras.bias import ALiBiBias, SwinRelativeBias, T5RelativeBias
 from posenc.keras.learned import HybridEncoding, LearnedEncoding
 from posenc.keras.rotary import RotaryEmbedding
-from posenc.keras.shaw import _relative_keys, _relative_values, shaw_attention, \
-    shaw_relative_index
+from posenc.keras.shaw import relative_attention, relative_tables
 from posenc.keras.sinusoidal import SinusoidalEncoding
 from posenc.learned import TABLE_INIT_STD
 
@@ -173,12 +172,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.position_bias = route_layer(s, "bias", _CLASSES)
         self.rotary = route_layer(s, "rotary", _CLASSES, dtype=self.dtype_policy)
         if self.route == "relative":
-            rows = 2 * self.options["max_distance"] + 1
-            table = keras.initializers.RandomNormal(stddev=TABLE_INIT_STD)
-            self.key_table = self.add_weight(name="key_table", shape=(rows, self.head_dim),
-                                             initializer=table)
-            self.value_table = self.add_weight(name="value_table", shape=(rows, self.head_dim),
-                                               initializer=table)
+            relative_tables(self, self.options["max_distance"], self.head_dim)
         self.weights_dropout = keras.layers.Dropout(self.dropout) if self.dropout else None
         self.built = True
 
@@ -244,10 +238,12 @@ class MultiHeadAttention(keras.layers.Layer):
         if cache is not None:
             k, v = cache.append(k, v, lambda t: ops.concatenate(t, axis=-2))
         dropping = bool(training) and self.weights_dropout is not None
-        if self.route == "relative" and not (return_attention or dropping):
-            z = shaw_attention(q, k, v, self.key_table, self.value_table,
-                               self.options["max_distance"], causal=self.causal)
-            weights = None
+        if self.route == "relative":
+            drop = (lambda w: self.weights_dropout(w, training=training)) if dropping else None
+            z = relative_attention(q, k, v, self.key_table, self.value_table,
+                                   self.options["max_distance"], causal=self.causal, drop=drop,
+                                   return_weights=return_attention)
+            z, weights = z if return_attention else (z, None)
         else:
             z, weights = self._explicit(q, k, v, training)
         z = ops.reshape(ops.transpose(ops.cast(z, self.compute_dtype), (0, 2, 1, 3)),
@@ -269,11 +265,6 @@ class MultiHeadAttention(keras.layers.Layer):
         q_len, k_len = q.shape[-2], k.shape[-2]
         qf = ops.cast(q, "float32") * self.head_dim ** -0.5
         logits = ops.matmul(qf, ops.swapaxes(ops.cast(k, "float32"), -1, -2))
-        index = None
-        if self.route == "relative":
-            index = ops.convert_to_tensor(shaw_relative_index(q_len, k_len,
-                                                              self.options["max_distance"]))
-            logits = logits + _relative_keys(qf, ops.cast(self.key_table, "float32"), index)
         bias = self._logit_bias(q_len, k_len)
         if bias is not None:
             logits = logits + bias
@@ -282,11 +273,7 @@ class MultiHeadAttention(keras.layers.Layer):
         dropped = weights
         if self.weights_dropout is not None:
             dropped = self.weights_dropout(weights, training=training)
-        if index is not None:
-            z = ops.matmul(dropped, ops.cast(v, "float32"))
-            z = z + _relative_values(dropped, ops.cast(self.value_table, "float32"), index)
-        else:
-            z = ops.matmul(ops.cast(dropped, dtype_of(v)), v)
+        z = ops.matmul(ops.cast(dropped, dtype_of(v)), v)
         return z, weights
 
 

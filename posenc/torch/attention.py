@@ -7,7 +7,8 @@ each scheme enters by its route: an encoding added to the token embeddings
 logits, or Shaw et al.'s relative keys and values. The attention itself runs
 on ``torch.nn.functional.scaled_dot_product_attention`` with the bias as a
 float ``attn_mask``; an explicit path (softmax of the logits) serves
-``return_attention=True`` and Shaw's relative values. The registry, the option
+``return_attention=True``, and Shaw's relative keys and values run on the core of
+``shaw_attention`` (``posenc/torch/shaw.py``). The registry, the option
 rules, their checks and the cache are in ``posenc/attention.py``.
 """
 
@@ -37,8 +38,7 @@ from posenc.torch._util import dtype_of
 from posenc.torch.bias import ALiBiBias, SwinRelativeBias, T5RelativeBias
 from posenc.torch.learned import HybridEncoding, LearnedEncoding
 from posenc.torch.rotary import RotaryEmbedding
-from posenc.torch.shaw import _relative_keys, _relative_values, shaw_attention, \
-    shaw_relative_index
+from posenc.torch.shaw import relative_attention, relative_tables, reset_relative_tables
 from posenc.torch.sinusoidal import SinusoidalEncoding
 
 __all__ = ["MultiHeadAttention", "Transformer"]
@@ -76,8 +76,8 @@ class MultiHeadAttention(nn.Module):
 
     The attention runs on ``torch.nn.functional.scaled_dot_product_attention``
     (the bias and the causal mask as a float ``attn_mask``); with
-    ``return_attention=True``, and for Shaw's relative values, on an explicit
-    softmax in float32. The key projection has no bias (it would add one
+    ``return_attention=True`` on an explicit softmax in float32; ``"shaw"`` on the
+    core of :func:`shaw_attention` (float32). The key projection has no bias (it would add one
     constant to each row of logits, which the softmax ignores).
 
     Args:
@@ -152,9 +152,7 @@ class MultiHeadAttention(nn.Module):
         self.position_bias = route_layer(s, "bias", _CLASSES)
         self.rotary = route_layer(s, "rotary", _CLASSES)
         if self.route == "relative":
-            rows = 2 * self.options["max_distance"] + 1
-            self.key_table = nn.Parameter(torch.empty(rows, self.head_dim))
-            self.value_table = nn.Parameter(torch.empty(rows, self.head_dim))
+            relative_tables(self, self.options["max_distance"], self.head_dim)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -164,8 +162,7 @@ class MultiHeadAttention(nn.Module):
         for name in ("query", "value", "output"):
             nn.init.zeros_(getattr(self, f"{name}_bias"))
         if self.route == "relative":
-            nn.init.normal_(self.key_table, std=TABLE_INIT_STD)
-            nn.init.normal_(self.value_table, std=TABLE_INIT_STD)
+            reset_relative_tables(self)
 
     def extra_repr(self) -> str:
         options = "".join(f", {k}={v!r}" for k, v in self.options.items())
@@ -214,11 +211,14 @@ class MultiHeadAttention(nn.Module):
             k, v = cache.append(k, v, lambda t: torch.cat(t, dim=-2))
         dropout = self.dropout if self.training else 0.0
         weights = None
-        if return_attention or (self.route == "relative" and dropout > 0):
+        if self.route == "relative":
+            drop = (lambda w: F.dropout(w, dropout)) if dropout > 0 else None
+            z = relative_attention(q, k, v, self.key_table, self.value_table,
+                                   self.options["max_distance"], causal=self.causal, drop=drop,
+                                   return_weights=return_attention)
+            z, weights = z if return_attention else (z, None)
+        elif return_attention:
             z, weights = self._explicit(q, k, v, dropout)
-        elif self.route == "relative":
-            z = shaw_attention(q, k, v, self.key_table, self.value_table,
-                               self.options["max_distance"], causal=self.causal)
         else:
             z = self._fused(q, k, v, dropout)
         z = z.transpose(1, 2).flatten(-2)
@@ -247,23 +247,14 @@ class MultiHeadAttention(nn.Module):
 
     def _explicit(self, q, k, v, dropout: float):
         """Softmax attention in float32 with autocast off: (output, float32 weights)."""
-        q_len, k_len = q.shape[-2], k.shape[-2]
         with torch.autocast(device_type=q.device.type, enabled=False):
-            qf = q.float() * self.head_dim ** -0.5
-            logits = qf @ k.float().transpose(-1, -2)
-            index = None
-            if self.route == "relative":
-                index = shaw_relative_index(q_len, k_len, self.options["max_distance"])
-                index = index.to(q.device)
-                logits = logits + _relative_keys(qf, self.key_table.float(), index)
-            bias = self._logit_bias(q_len, k_len, q.device)
+            logits = (q.float() * self.head_dim ** -0.5) @ k.float().transpose(-1, -2)
+            bias = self._logit_bias(q.shape[-2], k.shape[-2], q.device)
             if bias is not None:
                 logits = logits + bias
             weights = torch.softmax(logits, dim=-1)
             dropped = F.dropout(weights, dropout) if dropout > 0 else weights
             z = dropped @ v.float()
-            if index is not None:
-                z = z + _relative_values(dropped, self.value_table.float(), index)
         return z.to(q.dtype), weights
 
 
