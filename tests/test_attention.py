@@ -338,11 +338,25 @@ def test_position_weights(face):
               "t5": 2, "swin": 2, "shaw": 4}
     for position, count in counts.items():
         m = model(face, position)
-        weights = m.position_parameters() if face == "torch" else m.position_weights
+        weights = m.position_weights()
         assert len(weights) == count, position
         if face == "torch":
             names = {id(p): n for n, p in m.named_parameters()}
             assert all(id(p) in names for p in weights)
+
+
+
+@pytest.mark.keras
+def test_the_faces_name_the_same_things_alike():
+    for face in FACES:
+        m = model(face, "shaw", dropout=0.1)
+        block = m.blocks[0]
+        assert isinstance(m.settings, Settings), face
+        for layer in (m, block.attention):      # a method in both faces
+            assert callable(layer.position_weights) and len(layer.position_weights()), face
+        for layer in (m, block, block.attention):   # the rate, in both faces
+            assert layer.dropout == 0.1, (face, type(layer).__name__)
+        assert m.embedding_dropout is not None and block.residual_dropout is not None, face
 
 
 # --------------------------------------------------------------------------- errors

@@ -2,7 +2,7 @@
 
 The analysis (posenc.diagnostics) is NumPy; each face collects hidden states, attention weights
 and gradient norms. Small stand-in models below follow the lab Transformer's call interface
-(``return_hidden``, ``return_attention``, ``position_parameters()`` / ``position_weights``).
+(``return_hidden``, ``return_attention``, ``position_weights()``).
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ class TorchStandIn(nn.Module):
                                     for _ in range(depth))
         self.readout = nn.Linear(dim, vocab)
 
-    def position_parameters(self):
+    def position_weights(self):
         return [self.table] if self.position == "learned" else []
 
     def forward(self, tokens, return_hidden=False, return_attention=False):
@@ -322,9 +322,9 @@ def test_torch_monitor_healthy_and_starved_tables():
 
 def test_torch_monitor_refuses_foreign_weights():
     model = TorchStandIn()
-    with pytest.raises(ValueError, match="GradientMonitor: position_parameters must be "
+    with pytest.raises(ValueError, match="GradientMonitor: position_weights must be "
                                          "trainable weights of the model, got 1 that are not"):
-        td.GradientMonitor(model, position_parameters=[nn.Parameter(torch.zeros(2))])
+        td.GradientMonitor(model, position_weights=[nn.Parameter(torch.zeros(2))])
 
 
 
@@ -369,7 +369,6 @@ class KerasStandIn(keras.Model):
                                      name="table") if self.position == "learned" else None
         super().build(input_shape)
 
-    @property
     def position_weights(self):
         return [self.table] if self.table is not None else []
 
@@ -453,7 +452,7 @@ def test_both_faces_monitor_the_same_norms():
     keras_load_lag_weights(keras_model, lag_weights(torch_model))
     tokens = tasks.lag_tokens(8, length, vocab=vocab, seed=0)
     t_monitor = td.GradientMonitor(torch_model,
-                                   position_parameters=torch_model.position.parameters())
+                                   position_weights=torch_model.position.parameters())
     lag_loss(torch_model, torch.from_numpy(tokens), lag=lag).backward()
     t_monitor.step()
     k_monitor = kd.GradientMonitor(keras_model,
@@ -471,6 +470,14 @@ def test_keras_monitor_refuses_foreign_weights():
     model = _keras_model()
     with pytest.raises(ValueError, match="GradientMonitor: position_weights must be trainable"):
         kd.GradientMonitor(model, position_weights=[keras.Variable(np.zeros(2))])
+
+
+
+def test_both_monitors_take_the_positional_weights_by_one_name():
+    import inspect
+
+    names = [list(inspect.signature(face.GradientMonitor).parameters) for face in (td, kd)]
+    assert names[0][:2] == names[1][:2] == ["model", "position_weights"]
 
 
 # --------------------------------------------------------------------------- plots

@@ -304,12 +304,12 @@ def make_model(scheme: str, vocab_size: int, *, framework: str = "torch", dim: i
 
 def count_parameters(model) -> tuple[int, int]:
     """``(all parameters, those of the positional scheme)`` of a PyTorch or Keras Transformer."""
-    if hasattr(model, "position_parameters"):
+    if not hasattr(model, "trainable_variables"):      # a PyTorch module, not a Keras model
         total = sum(p.numel() for p in model.parameters())
-        position = sum(p.numel() for p in model.position_parameters())
+        position = sum(p.numel() for p in model.position_weights())
         return int(total), int(position)
     total = sum(int(np.prod(w.shape)) for w in model.weights)
-    position = sum(int(np.prod(w.shape)) for w in model.position_weights)
+    position = sum(int(np.prod(w.shape)) for w in model.position_weights())
     return total, position
 
 

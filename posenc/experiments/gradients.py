@@ -75,7 +75,7 @@ def starve(model, factor: float):
 
     ``factor > 0``: the table enters the model multiplied by ``factor`` (its gradient too);
     ``factor == 0``: the table is detached (no gradient). Uses ``torch.nn.utils.parametrize``,
-    so the model's code is unchanged and ``model.position_parameters()`` still lists the table.
+    so the model's code is unchanged and ``model.position_weights()`` still lists the table.
     """
     import torch.nn.utils.parametrize as parametrize
     from torch import nn

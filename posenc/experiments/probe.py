@@ -78,7 +78,7 @@ def _table(model, framework):
         return model.position_encoding.table.detach().cpu().numpy()
     import keras
 
-    return keras.ops.convert_to_numpy(model.position_weights[0])
+    return keras.ops.convert_to_numpy(model.position_weights()[0])
 
 
 def _first_layer_bias(model, length, framework):

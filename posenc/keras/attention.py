@@ -188,7 +188,6 @@ class MultiHeadAttention(keras.layers.Layer):
         check_cache_allowed(self.causal, what=type(self).__name__)
         return LayerCache()
 
-    @property
     def position_weights(self) -> list:
         """The weights that belong to the positional scheme (bias tables, Shaw's tables)."""
         out = [] if self.position_bias is None else list(self.position_bias.weights)
@@ -299,6 +298,7 @@ class _Block(keras.layers.Layer):
         self.mlp_hidden_bias = weight("mlp_hidden_bias", (mlp_dim,), _ZEROS())
         self.mlp_output_kernel = weight("mlp_output_kernel", (mlp_dim, dim), _GLOROT())
         self.mlp_output_bias = weight("mlp_output_bias", (dim,), _ZEROS())
+        self.dropout = s.dropout
         self.residual_dropout = keras.layers.Dropout(s.dropout) if s.dropout else None
         self.built = True
 
@@ -428,13 +428,12 @@ class Transformer(keras.Model):
         check_cache_allowed(self.causal, what=type(self).__name__)
         return Cache(self.depth)
 
-    @property
     def position_weights(self) -> list:
         """The weights that belong to the positional scheme: the learned table or offsets,
         each layer's bias table or Shaw's tables (empty for none, sinusoidal, rope, alibi)."""
         out = [] if self.position_encoding is None else list(self.position_encoding.weights)
         for block in self.blocks:
-            out += block.attention.position_weights
+            out += block.attention.position_weights()
         return out
 
     def embed(self, tokens, offset: int = 0):

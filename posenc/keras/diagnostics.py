@@ -79,7 +79,7 @@ class GradientMonitor:
 
     Args:
         model: the Keras model being trained (built).
-        position_weights: the positional variables. Default: ``model.position_weights`` (the
+        position_weights: the positional variables. Default: ``model.position_weights()`` (the
             lab's ``Transformer`` has it).
 
     Example:
@@ -98,7 +98,7 @@ class GradientMonitor:
                                     what="GradientMonitor",
                                     fix="run it with KERAS_BACKEND=tensorflow or torch")
         if position_weights is None:
-            position_weights = model.position_weights
+            position_weights = model.position_weights()
         position = list(position_weights)
         trainable = list(model.trainable_variables)
         ids = {id(v) for v in trainable}

@@ -174,7 +174,7 @@ class MultiHeadAttention(nn.Module):
         check_cache_allowed(self.causal, what=type(self).__name__)
         return LayerCache()
 
-    def position_parameters(self) -> list[nn.Parameter]:
+    def position_weights(self) -> list[nn.Parameter]:
         """The weights that belong to the positional scheme (bias tables, Shaw's tables)."""
         out = [] if self.position_bias is None else list(self.position_bias.parameters())
         if self.route == "relative":
@@ -277,16 +277,17 @@ class _Block(nn.Module):
         self.mlp_output_bias = nn.Parameter(torch.zeros(dim))
         nn.init.xavier_uniform_(self.mlp_hidden_kernel)
         nn.init.xavier_uniform_(self.mlp_output_kernel)
-        self.dropout = nn.Dropout(s.dropout)
+        self.dropout = s.dropout
+        self.residual_dropout = nn.Dropout(s.dropout)
 
     def forward(self, x, cache=None, return_attention=False):
         h = _layer_norm(x, self.attention_norm_scale, self.attention_norm_bias)
         h = self.attention(h, cache=cache, return_attention=return_attention)
         h, weights = h if return_attention else (h, None)
-        x = x + self.dropout(h)
+        x = x + self.residual_dropout(h)
         h = _layer_norm(x, self.mlp_norm_scale, self.mlp_norm_bias)
         h = F.gelu(_linear(h, self.mlp_hidden_kernel, self.mlp_hidden_bias))
-        x = x + self.dropout(_linear(h, self.mlp_output_kernel, self.mlp_output_bias))
+        x = x + self.residual_dropout(_linear(h, self.mlp_output_kernel, self.mlp_output_bias))
         return x, weights
 
 
@@ -364,11 +365,11 @@ class Transformer(nn.Module):
         self.vocab_size, self.dim, self.depth = s.vocab_size, s.dim, s.depth
         self.heads, self.mlp_dim, self.causal = s.heads, s.mlp_dim, s.causal
         self.position, self.route, self.max_len = s.position, s.route, s.max_len
-        self.options = s.options
+        self.dropout, self.options = s.dropout, s.options
         self.token_embedding = nn.Parameter(torch.empty(self.vocab_size, self.dim))
         nn.init.normal_(self.token_embedding, std=TABLE_INIT_STD)
         self.position_encoding = route_layer(s, "embedding", _CLASSES)
-        self.dropout = nn.Dropout(s.dropout)
+        self.embedding_dropout = nn.Dropout(s.dropout)
         self.blocks = nn.ModuleList([_Block(s) for _ in range(self.depth)])
         self.norm_scale = nn.Parameter(torch.ones(self.dim))
         self.norm_bias = nn.Parameter(torch.zeros(self.dim))
@@ -387,12 +388,12 @@ class Transformer(nn.Module):
         check_cache_allowed(self.causal, what=type(self).__name__)
         return Cache(self.depth)
 
-    def position_parameters(self) -> list[nn.Parameter]:
+    def position_weights(self) -> list[nn.Parameter]:
         """The weights that belong to the positional scheme: the learned table or offsets,
         each layer's bias table or Shaw's tables (empty for none, sinusoidal, rope, alibi)."""
         out = [] if self.position_encoding is None else list(self.position_encoding.parameters())
         for block in self.blocks:
-            out += block.attention.position_parameters()
+            out += block.attention.position_weights()
         return out
 
     def embed(self, tokens: torch.Tensor, offset: int = 0) -> torch.Tensor:
@@ -413,7 +414,7 @@ class Transformer(nn.Module):
             check_cache_allowed(self.causal, what=what)
         if self.position == "swin":
             check_grid_seq(self.options["grid"], tokens.shape[1], what=what)
-        x = self.dropout(self.embed(tokens, 0 if cache is None else cache.length))
+        x = self.embedding_dropout(self.embed(tokens, 0 if cache is None else cache.length))
         hidden, attention = [x], []
         for i, block in enumerate(self.blocks):
             x, weights = block(x, None if cache is None else cache.layers[i], return_attention)

@@ -92,13 +92,13 @@ class GradientMonitor:
 
     Args:
         model: the ``nn.Module`` being trained.
-        position_parameters: the positional parameters (an iterable of parameters). Default:
-            ``model.position_parameters()`` (the lab's ``Transformer`` has it).
+        position_weights: the positional parameters (an iterable of parameters). Default:
+            ``model.position_weights()`` (the lab's ``Transformer`` has it).
         auto_step: close a step at the next training-mode forward pass. Default ``True``.
 
     Example:
         >>> model = nn.Sequential(nn.Embedding(8, 4), nn.Linear(4, 2))
-        >>> monitor = GradientMonitor(model, position_parameters=[model[0].weight])
+        >>> monitor = GradientMonitor(model, position_weights=[model[0].weight])
         >>> model(torch.tensor([1, 2])).sum().backward()
         >>> monitor.step()
         >>> monitor.log.steps, monitor.log.position_count, monitor.log.rest_count
@@ -106,21 +106,21 @@ class GradientMonitor:
         >>> monitor.remove()
     """
 
-    def __init__(self, model: nn.Module, position_parameters=None, *, auto_step: bool = True):
-        if position_parameters is None:
-            position_parameters = model.position_parameters()
-        position = list(position_parameters)
+    def __init__(self, model: nn.Module, position_weights=None, *, auto_step: bool = True):
+        if position_weights is None:
+            position_weights = model.position_weights()
+        position = list(position_weights)
         trainable = [p for p in model.parameters() if p.requires_grad]
         ids = {id(p) for p in trainable}
-        check_monitored_weights([id(p) in ids for p in position], "position_parameters",
+        check_monitored_weights([id(p) in ids for p in position], "position_weights",
                                 what="GradientMonitor")
         position_ids = {id(p) for p in position}
-        self.position_parameters = position
-        self.rest_parameters = [p for p in trainable if id(p) not in position_ids]
+        self.position_weights = position
+        self.rest_weights = [p for p in trainable if id(p) not in position_ids]
         self.log = GradientLog()
         self._sums = {"position": 0.0, "rest": 0.0}
         self._handles = [p.register_hook(self._adder("position")) for p in position]
-        self._handles += [p.register_hook(self._adder("rest")) for p in self.rest_parameters]
+        self._handles += [p.register_hook(self._adder("rest")) for p in self.rest_weights]
         self._pending = False
         if check_bool("auto_step", auto_step, what="GradientMonitor"):
             self._handles.append(model.register_forward_pre_hook(self._before_forward))
@@ -140,8 +140,8 @@ class GradientMonitor:
     def step(self) -> None:
         """Close the current step: append its two norms to :attr:`log` and start a new one."""
         self.log.add(math.sqrt(self._sums["position"]), math.sqrt(self._sums["rest"]),
-                     sum(p.numel() for p in self.position_parameters),
-                     sum(p.numel() for p in self.rest_parameters))
+                     sum(p.numel() for p in self.position_weights),
+                     sum(p.numel() for p in self.rest_weights))
         self._sums = {"position": 0.0, "rest": 0.0}
         self._pending = False
 
