@@ -132,6 +132,10 @@ def _rope_rules(s: Settings, what: str) -> dict:
     return {"base": base, "rope_scaling": scaling, "rope_layout": layout}
 
 
+def _swin_seq(options: dict, seq, what: str) -> None:
+    check_grid_seq(options["grid"], seq, what=what)   # (defined with the other rules below)
+
+
 @dataclasses.dataclass(frozen=True)
 class Scheme:
     """One positional scheme: how it enters attention, what it reads, and its rules.
@@ -146,6 +150,8 @@ class Scheme:
         check: ``check(settings, what) -> options``: the scheme's own rules on the
             settings (its options filled with their defaults); returns the options in
             canonical types. Errors start with ``what``.
+        check_seq: ``check_seq(options, seq, what)``: the scheme's rule on the length of
+            the sequence a call reads (Swin's grid must hold it), or ``None``.
     """
 
     route: str
@@ -154,6 +160,7 @@ class Scheme:
     causal: bool = True
     paper: str = ""
     check: Callable[[Settings, str], dict] = _no_rules
+    check_seq: Callable | None = None
 
 
 #: name -> :class:`Scheme`, in the order the book presents them.
@@ -170,7 +177,8 @@ POSITIONS = {
                  check=_t5_rules),
     "alibi": Scheme("bias", paper="Press et al. 2022"),
     "swin": Scheme("bias", {"grid": None}, required=("grid",), causal=False,
-                   paper="Liu et al. 2021", check=_swin_rules),
+                   paper="Liu et al. 2021", check=_swin_rules,
+                   check_seq=_swin_seq),
     "rope": Scheme("rotary", {"base": 10000.0, "rope_scaling": None, "rope_layout": "half"},
                    paper="Su et al. 2021", check=_rope_rules),
 }

@@ -20,10 +20,10 @@ from keras import ops
 from posenc._checks import check_embeddings, check_rank
 from posenc.attention import (
     check_cache_allowed,
-    check_grid_seq,
     check_tokens,
     NORM_EPS,
     OPTION_NAMES,
+    POSITIONS,
     Cache,
     LayerCache,
     Settings,
@@ -162,6 +162,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.settings = s
         self.dim, self.heads, self.head_dim = s.dim, s.heads, s.head_dim
         self.position, self.route, self.causal = s.position, s.route, s.causal
+        self.scheme = POSITIONS[s.position]
         self.max_len, self.dropout, self.options = s.max_len, s.dropout, s.options
         for name in ("query", "key", "value", "output"):
             setattr(self, f"{name}_kernel", self.add_weight(
@@ -223,8 +224,8 @@ class MultiHeadAttention(keras.layers.Layer):
             check_cache_allowed(self.causal, what=what)
         offset = 0 if cache is None else cache.length
         seq = x.shape[1]
-        if self.position == "swin":
-            check_grid_seq(self.options["grid"], seq, what=what)
+        if self.scheme.check_seq is not None:
+            self.scheme.check_seq(self.options, seq, what)
         x = ops.cast(x, self.compute_dtype)
         if seq == 0:
             weights = ops.zeros((ops.shape(x)[0], self.heads, 0, offset), "float32")
@@ -389,6 +390,7 @@ class Transformer(keras.Model):
         self.vocab_size, self.dim, self.depth = s.vocab_size, s.dim, s.depth
         self.heads, self.mlp_dim, self.causal = s.heads, s.mlp_dim, s.causal
         self.position, self.route, self.max_len = s.position, s.route, s.max_len
+        self.scheme = POSITIONS[s.position]
         self.dropout, self.options = s.dropout, s.options
         self.token_embedding = self.add_weight(
             name="token_embedding", shape=(self.vocab_size, self.dim),
@@ -464,8 +466,8 @@ class Transformer(keras.Model):
         check_tokens(tuple(tokens.shape), dtype_of(tokens), what=what)
         if cache is not None:
             check_cache_allowed(self.causal, what=what)
-        if self.position == "swin":
-            check_grid_seq(self.options["grid"], tokens.shape[1], what=what)
+        if self.scheme.check_seq is not None:
+            self.scheme.check_seq(self.options, tokens.shape[1], what)
         x = self.embed(tokens, 0 if cache is None else cache.length)
         if self.embedding_dropout is not None:
             x = self.embedding_dropout(x, training=training)

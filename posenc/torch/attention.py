@@ -21,9 +21,9 @@ from torch import nn
 from posenc._checks import check_embeddings, check_rank
 from posenc.attention import (
     check_cache_allowed,
-    check_grid_seq,
     check_tokens,
     NORM_EPS,
+    POSITIONS,
     Cache,
     LayerCache,
     Settings,
@@ -144,6 +144,7 @@ class MultiHeadAttention(nn.Module):
         self.settings = s
         self.dim, self.heads, self.head_dim = s.dim, s.heads, s.head_dim
         self.position, self.route, self.causal = s.position, s.route, s.causal
+        self.scheme = POSITIONS[s.position]
         self.max_len, self.dropout, self.options = s.max_len, s.dropout, s.options
         for name in ("query", "key", "value", "output"):
             setattr(self, f"{name}_kernel", nn.Parameter(torch.empty(self.dim, self.dim)))
@@ -197,8 +198,8 @@ class MultiHeadAttention(nn.Module):
             check_cache_allowed(self.causal, what=what)
         offset = 0 if cache is None else cache.length
         batch, seq = x.shape[0], x.shape[1]
-        if self.position == "swin":
-            check_grid_seq(self.options["grid"], seq, what=what)
+        if self.scheme.check_seq is not None:
+            self.scheme.check_seq(self.options, seq, what)
         if seq == 0:
             return (x, x.new_zeros(batch, self.heads, 0, offset).float()) \
                 if return_attention else x
@@ -365,6 +366,7 @@ class Transformer(nn.Module):
         self.vocab_size, self.dim, self.depth = s.vocab_size, s.dim, s.depth
         self.heads, self.mlp_dim, self.causal = s.heads, s.mlp_dim, s.causal
         self.position, self.route, self.max_len = s.position, s.route, s.max_len
+        self.scheme = POSITIONS[s.position]
         self.dropout, self.options = s.dropout, s.options
         self.token_embedding = nn.Parameter(torch.empty(self.vocab_size, self.dim))
         nn.init.normal_(self.token_embedding, std=TABLE_INIT_STD)
@@ -412,8 +414,8 @@ class Transformer(nn.Module):
         check_tokens(tuple(tokens.shape), dtype_of(tokens), what=what)
         if cache is not None:
             check_cache_allowed(self.causal, what=what)
-        if self.position == "swin":
-            check_grid_seq(self.options["grid"], tokens.shape[1], what=what)
+        if self.scheme.check_seq is not None:
+            self.scheme.check_seq(self.options, tokens.shape[1], what)
         x = self.embedding_dropout(self.embed(tokens, 0 if cache is None else cache.length))
         hidden, attention = [x], []
         for i, block in enumerate(self.blocks):
