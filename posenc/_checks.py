@@ -336,13 +336,6 @@ def check_lr(lr, *, what: str = "") -> float:
 # --------------------------------------------------------------------------- relative attention
 
 
-def check_max_distance(max_distance, *, what: str = "") -> int:
-    """Shaw et al.'s clipping distance ``k``, an integer ``>= 0``."""
-    return check_int("max_distance", max_distance, minimum=0, what=what,
-                     fix="it is the clipping distance k of the relative positions; Shaw et "
-                         "al. found k >= 2 enough (k = 0 leaves no position information)")
-
-
 def check_lengths(q_len, k_len, *, what: str = "") -> tuple[int, int]:
     """``0 <= q_len <= k_len``: the queries are the last ``q_len`` of the ``k_len`` positions."""
     q_len = check_int("q_len", q_len, minimum=0, what=what,
@@ -354,73 +347,6 @@ def check_lengths(q_len, k_len, *, what: str = "") -> tuple[int, int]:
                            f"k_len key positions), got q_len={q_len}, k_len={k_len}",
                      f"pass k_len >= {q_len}: the cached keys plus the new ones")
     return q_len, k_len
-
-
-def _check_q_len(q_len: int, k_len: int, *, what: str) -> None:
-    if q_len > k_len:
-        raise _error(what, f"q_len must be at most k_len (the queries are the last q_len of the "
-                           f"k_len key positions), got q_len={q_len}, k_len={k_len}",
-                     f"pass k_len >= {q_len}: the cached keys plus the new ones")
-
-
-def check_heads(dim, num_heads, *, what: str = "", name: str = "num_heads") -> tuple[int, int]:
-    """``dim`` and ``num_heads`` (called ``name``) positive integers, ``dim`` a multiple of
-    ``num_heads``."""
-    dim = check_positive_int("dim", dim, what=what)
-    num_heads = check_positive_int(name, num_heads, what=what,
-                                   fix="use at least one attention head")
-    if dim % num_heads:
-        divisors = [h for h in range(1, dim + 1) if dim % h == 0]
-        near = sorted(divisors, key=lambda h: (abs(h - num_heads), h))[:2]
-        raise _error(what, f"{name} must divide dim (each head gets dim // {name} "
-                           f"features), got dim={dim} and {name}={num_heads}",
-                     f"use {name}={f' or {name}='.join(str(h) for h in sorted(near))}, "
-                     f"or a dim that is a multiple of {num_heads}")
-    return dim, num_heads
-
-
-def check_window_radius(window, *, what: str = "") -> int:
-    """The number of positions a query sees on each side, an integer ``>= 0``."""
-    return check_int("window", window, minimum=0, what=what,
-                     fix="window counts the keys each query sees on each side, so a negative "
-                         "window is empty; window=0 sees only the query's own position")
-
-
-def check_attention(q_shape, k_shape, v_shape, *, what: str = "") -> tuple[int, int]:
-    """``q``, ``k``, ``v`` are ``(batch, heads, seq, head_dim)``, with one batch, one set of
-    heads, one ``head_dim`` and ``q_len <= k_len``; returns ``(q_len, k_len)``
-    (``None`` where unknown)."""
-    layout = "(batch, heads, seq, head_dim)"
-    for name, shape in (("q", q_shape), ("k", k_shape), ("v", v_shape)):
-        check_rank(name, shape, 4, what=what, fix=f"lay attention tensors out as {layout}")
-    q_shape, k_shape, v_shape = tuple(q_shape), tuple(k_shape), tuple(v_shape)
-
-    def same(a, b):
-        return a is None or b is None or a == b
-
-    agree = (all(same(q_shape[a], k_shape[a]) for a in (0, 1, 3))
-             and all(same(k_shape[a], v_shape[a]) for a in (0, 1, 2)))
-    if not agree or not same(q_shape[3], v_shape[3]):
-        raise _error(what, f"q, k and v must be {layout} with the same batch, heads and "
-                           f"head_dim, and k and v the same seq, got q.shape={q_shape}, "
-                           f"k.shape={k_shape}, v.shape={v_shape}")
-    q_len, k_len = q_shape[2], k_shape[2]
-    if q_len is not None and k_len is not None:
-        _check_q_len(q_len, k_len, what=what)
-    return q_len, k_len
-
-
-def check_relative_table(name: str, shape, rows: int, head_dim, *, what: str = "",
-                         distance: str = "max_distance") -> None:
-    """A relative table is ``(rows, head_dim)``, ``rows = 2 * distance + 1``."""
-    shape = tuple(shape)
-    if len(shape) != 2 or shape[0] != rows or (head_dim is not None and shape[1] is not None
-                                               and shape[1] != head_dim):
-        k = (rows - 1) // 2
-        raise _error(what, f"{name} must have shape (2 * {distance} + 1, head_dim) = "
-                           f"({rows}, {head_dim}) for {distance}={k}, got {name}.shape={shape}",
-                     f"build the table with one row per relative position -{k} .. {k}, or "
-                     f"pass the {distance} it was built for")
 
 
 # --------------------------------------------------------------------------- diagnostics
@@ -477,60 +403,6 @@ def check_monitored_weights(found, name: str, *, what: str = "") -> None:
                            f"{len(missing)} that are not (entries {missing})",
                      f"pass weights of the model being trained, or leave {name} out to "
                      "use the model's own list")
-
-
-# --------------------------------------------------------------------------- attention models
-
-
-def check_scheme_options(position: str, given: dict, options, required=(), *,
-                         what: str = "") -> None:
-    """Only the ``options`` ``position`` uses (``given`` holds the ones not ``None``), and
-    the ``required`` ones present."""
-    uses = ", ".join(options) if options else "none"
-    for name, value in given.items():
-        if name not in options:
-            raise _error(what, f"{name} is not an option of position={position!r} (its options: "
-                               f"{uses}), got {name}={value!r}",
-                         f"drop {name}, or pick a position that uses it")
-    for name in required:
-        if name not in given:
-            raise _error(what, f"position={position!r} needs {name}, got {name}=None",
-                         "pass grid=(height, width), the patch grid whose height * width "
-                         "tokens the model reads" if name == "grid" else f"pass {name}")
-
-
-def check_position_causal(position: str, causal: bool, causal_ok: bool, *,
-                          what: str = "") -> None:
-    """An encoder-only scheme (Swin's grid bias) with ``causal=True``."""
-    if causal and not causal_ok:
-        raise _error(what, f"position={position!r} is an encoder scheme (a bias over a grid of "
-                           f"patches, not a sequence in order), got causal=True",
-                     "pass causal=False")
-
-
-def check_cache_allowed(causal: bool, *, what: str = "") -> None:
-    """A cache only for a causal model."""
-    if not causal:
-        raise _error(what, "cache is for causal decoding, got a cache for causal=False (an "
-                           "encoder attends to every position at once)",
-                     "build the model with causal=True, or call it without cache")
-
-
-def check_grid_seq(grid, seq, *, what: str = "") -> None:
-    """Swin's bias covers a ``height x width`` grid: the sequence must hold ``height * width``
-    tokens (``seq`` ``None``: unknown, passes)."""
-    if seq is not None and seq != grid[0] * grid[1]:
-        raise _error(what, f"grid must match the sequence (height * width tokens), got "
-                           f"grid={tuple(grid)} ({grid[0] * grid[1]} patches) for seq={seq}",
-                     f"pass {grid[0] * grid[1]} tokens, or build the model with a grid of "
-                     f"height * width = {seq}")
-
-
-def check_tokens(shape, dtype: str, *, what: str = "") -> None:
-    """``tokens`` are integer ids ``(batch, seq)``."""
-    check_rank("tokens", shape, 2, what=what, fix="pass (batch, seq) integer token ids, e.g. "
-                                                   "tokens[None] for one sequence")
-    check_integer_dtype("tokens", dtype, what=what)
 
 
 def __getattr__(name: str):

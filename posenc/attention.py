@@ -19,34 +19,33 @@ option rules (an option the scheme does not use is refused; ``None`` means the
 scheme's default), :data:`ROUTE_LAYERS` says which class of a face carries a
 route's scheme and with which arguments, :func:`future_keys` is the causal mask
 of queries that continue a cache, :class:`Cache` holds the keys and values of
-cached decoding, and the argument checks are in :mod:`posenc._checks` with all
-the others.
+cached decoding. The attention models' own argument rules (``check_*``) are here
+too; the shared primitives and the message builder are in :mod:`posenc._checks`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from posenc._checks import (
+    _error,
     check_base,
     check_bool,
     check_choice,
     check_even_dim,
-    check_head_dim,
-    check_heads,
     check_hw,
-    check_max_distance,
-    ROPE_LAYOUTS,
-    check_position_causal,
+    check_integer_dtype,
     check_positive_int,
+    check_rank,
     check_rate,
-    check_scheme_options,
 )
 from posenc.bias import check_t5_buckets
 from posenc.positions import relative_positions
-from posenc.rotary import rope_frequencies
+from posenc.rotary import ROPE_LAYOUTS, check_head_dim, rope_config
+from posenc.shaw import check_heads, check_max_distance
 
-__all__ = ["Scheme", "POSITIONS", "ROUTES", "OPTION_NAMES", "ROUTE_LAYERS", "NORM_EPS",
+__all__ = ["Settings", "Scheme", "POSITIONS", "ROUTES", "OPTION_NAMES", "ROUTE_LAYERS", "NORM_EPS",
            "scheme_options", "attention_settings", "transformer_settings", "given_options",
            "route_layer", "future_keys", "Cache", "LayerCache"]
 
@@ -58,8 +57,89 @@ OPTION_NAMES = ("base", "rope_scaling", "rope_layout", "max_distance", "num_buck
 
 
 @dataclasses.dataclass(frozen=True)
+class Settings:
+    """A ``MultiHeadAttention``'s or a ``Transformer``'s arguments, checked once.
+
+    Built by :func:`attention_settings` (or :func:`transformer_settings`) from the
+    caller's arguments, so that every error names the caller and its arguments; the
+    blocks of a model receive this object (``MultiHeadAttention.from_settings``) and
+    check nothing again.
+
+    Attributes:
+        dim, heads, position, causal, max_len, dropout: the checked arguments (``dropout``
+            is the rate).
+        options: the scheme's options over their defaults, each checked by the scheme
+            (``rope_scaling`` normalised by :func:`posenc.rotary.rope_config`); not to be
+            changed.
+        vocab_size, depth, mlp_dim: a ``Transformer``'s (``None`` for one attention layer).
+    """
+
+    dim: int
+    heads: int
+    position: str
+    causal: bool
+    max_len: int
+    dropout: float
+    options: dict
+    vocab_size: int | None = None
+    depth: int | None = None
+    mlp_dim: int | None = None
+
+    @property
+    def route(self) -> str:
+        """The route by which the scheme enters attention (:data:`ROUTES`)."""
+        return POSITIONS[self.position].route
+
+    @property
+    def head_dim(self) -> int:
+        """``dim // heads``."""
+        return self.dim // self.heads
+
+
+def _no_rules(s: Settings, what: str) -> dict:
+    return dict(s.options)
+
+
+def _sinusoid_rules(s: Settings, what: str) -> dict:
+    """A sinusoid's base, and an even width (its sines and cosines come in pairs)."""
+    base = check_base(s.options["base"], what=what)
+    check_even_dim(s.dim, what=what)
+    return {"base": base}
+
+
+def _shaw_rules(s: Settings, what: str) -> dict:
+    return {"max_distance": check_max_distance(s.options["max_distance"], what=what)}
+
+
+def _t5_rules(s: Settings, what: str) -> dict:
+    _, num_buckets, max_distance = check_t5_buckets(
+        not s.causal, s.options["num_buckets"], s.options["max_distance"], what=what)
+    return {"num_buckets": num_buckets, "max_distance": max_distance}
+
+
+def _swin_rules(s: Settings, what: str) -> dict:
+    return {"grid": check_hw("grid", s.options["grid"], what=what)}
+
+
+def _rope_rules(s: Settings, what: str) -> dict:
+    """The rotation's base and layout, an even ``dim // heads``, the scaling dict (checked
+    and normalised once, by :func:`posenc.rotary.rope_config`)."""
+    base = check_base(s.options["base"], what=what)
+    layout = check_choice("rope_layout", s.options["rope_layout"], ROPE_LAYOUTS, what=what)
+    check_head_dim(s.head_dim, name="dim // heads", what=what)
+    scaling = s.options["rope_scaling"]
+    if scaling is not None:
+        scaling = rope_config(scaling, base=base, what=what, arg="rope_scaling")
+    return {"base": base, "rope_scaling": scaling, "rope_layout": layout}
+
+
+def _swin_seq(options: dict, seq, what: str) -> None:
+    check_grid_seq(options["grid"], seq, what=what)   # (defined with the other rules below)
+
+
+@dataclasses.dataclass(frozen=True)
 class Scheme:
-    """One positional scheme: how it enters attention and what it reads.
+    """One positional scheme: how it enters attention, what it reads, and its rules.
 
     Attributes:
         route: one of :data:`ROUTES`.
@@ -68,6 +148,11 @@ class Scheme:
         required: the options without a default (Swin's ``grid``).
         causal: whether a causal decoder may use it (Swin's grid bias is for encoders).
         paper: the reference, for error messages and docs.
+        check: ``check(settings, what) -> options``: the scheme's own rules on the
+            settings (its options filled with their defaults); returns the options in
+            canonical types. Errors start with ``what``.
+        check_seq: ``check_seq(options, seq, what)``: the scheme's rule on the length of
+            the sequence a call reads (Swin's grid must hold it), or ``None``.
     """
 
     route: str
@@ -75,25 +160,87 @@ class Scheme:
     required: tuple = ()
     causal: bool = True
     paper: str = ""
+    check: Callable[[Settings, str], dict] = _no_rules
+    check_seq: Callable | None = None
 
 
 #: name -> :class:`Scheme`, in the order the book presents them.
 POSITIONS = {
     "none": Scheme("none", paper="no positional encoding (NoPE; Haviv et al. 2022)"),
-    "sinusoidal": Scheme("embedding", {"base": 10000.0}, paper="Vaswani et al. 2017"),
+    "sinusoidal": Scheme("embedding", {"base": 10000.0}, paper="Vaswani et al. 2017",
+                         check=_sinusoid_rules),
     "learned": Scheme("embedding", paper="a learned table (BERT, GPT-2)"),
-    "hybrid": Scheme("embedding", {"base": 10000.0}, paper="scaled sinusoid + learned offset"),
-    "shaw": Scheme("relative", {"max_distance": 16}, paper="Shaw et al. 2018"),
-    "t5": Scheme("bias", {"num_buckets": 32, "max_distance": 128}, paper="Raffel et al. 2020"),
+    "hybrid": Scheme("embedding", {"base": 10000.0}, paper="scaled sinusoid + learned offset",
+                     check=_sinusoid_rules),
+    "shaw": Scheme("relative", {"max_distance": 16}, paper="Shaw et al. 2018",
+                   check=_shaw_rules),
+    "t5": Scheme("bias", {"num_buckets": 32, "max_distance": 128}, paper="Raffel et al. 2020",
+                 check=_t5_rules),
     "alibi": Scheme("bias", paper="Press et al. 2022"),
     "swin": Scheme("bias", {"grid": None}, required=("grid",), causal=False,
-                   paper="Liu et al. 2021"),
+                   paper="Liu et al. 2021", check=_swin_rules,
+                   check_seq=_swin_seq),
     "rope": Scheme("rotary", {"base": 10000.0, "rope_scaling": None, "rope_layout": "half"},
-                   paper="Su et al. 2021"),
+                   paper="Su et al. 2021", check=_rope_rules),
 }
 assert all(s.route in ROUTES for s in POSITIONS.values())
 assert all(set(s.options) <= set(OPTION_NAMES) for s in POSITIONS.values())
 
+
+# --------------------------------------------------------------------------- argument rules
+
+def check_scheme_options(position: str, given: dict, options, required=(), *,
+                         what: str = "") -> None:
+    """Only the ``options`` ``position`` uses (``given`` holds the ones not ``None``), and
+    the ``required`` ones present."""
+    uses = ", ".join(options) if options else "none"
+    for name, value in given.items():
+        if name not in options:
+            raise _error(what, f"{name} is not an option of position={position!r} (its options: "
+                               f"{uses}), got {name}={value!r}",
+                         f"drop {name}, or pick a position that uses it")
+    for name in required:
+        if name not in given:
+            raise _error(what, f"position={position!r} needs {name}, got {name}=None",
+                         "pass grid=(height, width), the patch grid whose height * width "
+                         "tokens the model reads" if name == "grid" else f"pass {name}")
+
+
+def check_position_causal(position: str, causal: bool, causal_ok: bool, *,
+                          what: str = "") -> None:
+    """An encoder-only scheme (Swin's grid bias) with ``causal=True``."""
+    if causal and not causal_ok:
+        raise _error(what, f"position={position!r} is an encoder scheme (a bias over a grid of "
+                           f"patches, not a sequence in order), got causal=True",
+                     "pass causal=False")
+
+
+def check_cache_allowed(causal: bool, *, what: str = "") -> None:
+    """A cache only for a causal model."""
+    if not causal:
+        raise _error(what, "cache is for causal decoding, got a cache for causal=False (an "
+                           "encoder attends to every position at once)",
+                     "build the model with causal=True, or call it without cache")
+
+
+def check_grid_seq(grid, seq, *, what: str = "") -> None:
+    """Swin's bias covers a ``height x width`` grid: the sequence must hold ``height * width``
+    tokens (``seq`` ``None``: unknown, passes)."""
+    if seq is not None and seq != grid[0] * grid[1]:
+        raise _error(what, f"grid must match the sequence (height * width tokens), got "
+                           f"grid={tuple(grid)} ({grid[0] * grid[1]} patches) for seq={seq}",
+                     f"pass {grid[0] * grid[1]} tokens, or build the model with a grid of "
+                     f"height * width = {seq}")
+
+
+def check_tokens(shape, dtype: str, *, what: str = "") -> None:
+    """``tokens`` are integer ids ``(batch, seq)``."""
+    check_rank("tokens", shape, 2, what=what, fix="pass (batch, seq) integer token ids, e.g. "
+                                                   "tokens[None] for one sequence")
+    check_integer_dtype("tokens", dtype, what=what)
+
+
+# --------------------------------------------------------------------------- options
 
 def scheme_options(position: str, causal: bool, given: dict, *, what: str) -> dict:
     """The options of ``position``: the ones ``given`` (not ``None``) over its defaults.
@@ -177,61 +324,40 @@ def future_keys(q_len, k_len, arange):
 
 
 def attention_settings(dim, heads, position, causal, max_len, dropout, options: dict, *,
-                       what: str) -> dict:
+                       what: str) -> Settings:
     """Check a ``MultiHeadAttention``'s (or a ``Transformer``'s) arguments, the same way in
-    both faces; returns them in canonical Python types, with ``route`` (the scheme's
-    route), ``head_dim`` and ``options`` (the scheme's options over their defaults)."""
+    both faces, once: the common ones, then the scheme's own rules (``Scheme.check``).
+
+    Returns:
+        a :class:`Settings`, its options over the scheme's defaults in canonical types.
+
+    Example:
+        >>> s = attention_settings(32, 4, "shaw", True, 64, 0.0, {}, what="x")
+        >>> s.route, s.head_dim, dict(s.options)
+        ('relative', 8, {'max_distance': 16})
+    """
     dim, heads = check_heads(dim, heads, what=what, name="heads")
     causal = check_bool("causal", causal, what=what)
     max_len = check_positive_int("max_len", max_len, what=what,
                                  fix="pass the longest sequence the model will read")
     dropout = check_rate("dropout", dropout, what=what)
     options = scheme_options(position, causal, options, what=what)
-    for name, value in options.items():
-        if name in _OPTION_CHECKS:
-            options[name] = _OPTION_CHECKS[name](value, what)
-    if position == "t5":
-        _, options["num_buckets"], options["max_distance"] = check_t5_buckets(
-            not causal, options["num_buckets"], options["max_distance"], what=what)
-    elif position == "shaw":
-        options["max_distance"] = check_max_distance(options["max_distance"], what=what)
-    if POSITIONS[position].route == "embedding":
-        check_even_dim(dim, what=what)
-    if position == "rope":   # the rotation's own rules: an even head_dim, the scaling dict
-        check_head_dim(dim // heads, name="dim // heads", what=what)
-        rope_frequencies(dim // heads, base=options["base"], scaling=options["rope_scaling"],
-                         seq_len=max_len)
-    return {"dim": dim, "heads": heads, "head_dim": dim // heads, "position": position,
-            "route": POSITIONS[position].route, "causal": causal, "max_len": max_len,
-            "dropout": dropout, "options": options}
-
-
-def _rope_scaling(scaling, what: str):
-    """``rope_scaling`` is passed to :func:`posenc.rotary.rope_frequencies`, which checks it."""
-    return None if scaling is None else dict(scaling) if isinstance(scaling, dict) else scaling
-
-
-_OPTION_CHECKS = {   # the options whose rule does not depend on the scheme
-    "base": lambda value, what: check_base(value, what=what),
-    "rope_scaling": _rope_scaling,
-    "rope_layout": lambda value, what: check_choice("rope_layout", value, ROPE_LAYOUTS,
-                                                    what=what),
-    "grid": lambda value, what: check_hw("grid", value, what=what),
-}
+    draft = Settings(dim, heads, position, causal, max_len, dropout,
+                     options)
+    checked = POSITIONS[position].check(draft, what)
+    return dataclasses.replace(draft, options=checked)
 
 
 def transformer_settings(vocab_size, dim, depth, heads, mlp_dim, causal, position, max_len,
-                         dropout, options: dict, *, what: str = "Transformer") -> dict:
+                         dropout, options: dict, *, what: str = "Transformer") -> Settings:
     """Check a ``Transformer``'s arguments (both faces); ``mlp_dim`` defaults to ``4 * dim``."""
-    settings = attention_settings(dim, heads, position, causal, max_len, dropout, options,
-                                  what=what)
-    settings["vocab_size"] = check_positive_int("vocab_size", vocab_size, what=what,
-                                                fix="pass the number of distinct token ids")
-    settings["depth"] = check_positive_int("depth", depth, what=what,
-                                           fix="use at least one block")
-    settings["mlp_dim"] = (4 * settings["dim"] if mlp_dim is None else check_positive_int(
+    s = attention_settings(dim, heads, position, causal, max_len, dropout, options, what=what)
+    vocab_size = check_positive_int("vocab_size", vocab_size, what=what,
+                                    fix="pass the number of distinct token ids")
+    depth = check_positive_int("depth", depth, what=what, fix="use at least one block")
+    mlp_dim = (4 * s.dim if mlp_dim is None else check_positive_int(
         "mlp_dim", mlp_dim, what=what, fix="the usual value is 4 * dim"))
-    return settings
+    return dataclasses.replace(s, vocab_size=vocab_size, depth=depth, mlp_dim=mlp_dim)
 
 
 def given_options(base=None, rope_scaling=None, rope_layout=None, max_distance=None,
@@ -241,44 +367,44 @@ def given_options(base=None, rope_scaling=None, rope_layout=None, max_distance=N
             "max_distance": max_distance, "num_buckets": num_buckets, "grid": grid}
 
 
-def _embedding_layer(s: dict):
-    base = s["options"].get("base")
-    return {"sinusoidal": ("SinusoidalEncoding", (s["dim"],), {"base": base}),
-            "learned": ("LearnedEncoding", (s["max_len"], s["dim"]), {}),
-            "hybrid": ("HybridEncoding", (s["max_len"], s["dim"]), {"base": base}),
-            }[s["position"]]
+def _embedding_layer(s: Settings):
+    base = s.options.get("base")
+    return {"sinusoidal": ("SinusoidalEncoding", (s.dim,), {"base": base}),
+            "learned": ("LearnedEncoding", (s.max_len, s.dim), {}),
+            "hybrid": ("HybridEncoding", (s.max_len, s.dim), {"base": base}),
+            }[s.position]
 
 
-def _bias_layer(s: dict):
-    options = s["options"]
-    return {"alibi": ("ALiBiBias", (s["heads"],), {"causal": s["causal"]}),
-            "t5": ("T5RelativeBias", (s["heads"],),
-                   {"bidirectional": not s["causal"], "num_buckets": options.get("num_buckets"),
+def _bias_layer(s: Settings):
+    options = s.options
+    return {"alibi": ("ALiBiBias", (s.heads,), {"causal": s.causal}),
+            "t5": ("T5RelativeBias", (s.heads,),
+                   {"bidirectional": not s.causal, "num_buckets": options.get("num_buckets"),
                     "max_distance": options.get("max_distance")}),
-            "swin": ("SwinRelativeBias", (s["heads"], options.get("grid")), {}),
-            }[s["position"]]
+            "swin": ("SwinRelativeBias", (s.heads, options.get("grid")), {}),
+            }[s.position]
 
 
-def _rotary_layer(s: dict):
-    options = s["options"]
-    return ("RotaryEmbedding", (s["head_dim"],),
+def _rotary_layer(s: Settings):
+    options = s.options
+    return ("RotaryEmbedding", (s.head_dim,),
             {"base": options["base"], "scaling": options["rope_scaling"],
-             "layout": options["rope_layout"], "max_len": s["max_len"]})
+             "layout": options["rope_layout"], "max_len": s.max_len})
 
 
 #: route -> the face class (by name) that carries the scheme, and its arguments, from the
-#: settings of :func:`attention_settings`. The embedding route's layer belongs to the
-#: Transformer, the others to each MultiHeadAttention; "relative" owns plain tables.
+#: :class:`Settings`. The embedding route's layer belongs to the Transformer, the others to
+#: each MultiHeadAttention; "relative" owns plain tables (the faces' ``RelativeTables``).
 ROUTE_LAYERS = {"embedding": _embedding_layer, "bias": _bias_layer, "rotary": _rotary_layer}
 
 
-def route_layer(s: dict, route: str, classes: dict, **layer_kwargs):
+def route_layer(s: Settings, route: str, classes: dict, **layer_kwargs):
     """The face's layer for ``s``'s scheme when it enters by ``route``, else ``None``.
 
     ``classes`` maps class names to the face's classes; ``layer_kwargs`` go to the
     layer too (Keras's ``dtype``).
     """
-    if s["route"] != route:
+    if s.route != route:
         return None
     name, args, kwargs = ROUTE_LAYERS[route](s)
     return classes[name](*args, **kwargs, **layer_kwargs)

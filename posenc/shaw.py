@@ -11,14 +11,15 @@ Everything here is an index map written once and used by both faces: the
 functions take positions (NumPy arrays, or the tensors of either face) and the
 framework's ``clip``, and use only ``+``, ``-``, indexing and that ``clip``. The
 registry :data:`SHAW_METHODS` names the ways of computing the attention. The
-argument checks of the family live in :mod:`posenc._checks`.
+argument rules of the family (``check_*``) are here too, built with the
+message builder of :mod:`posenc._checks`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from posenc._checks import check_lengths, check_max_distance
+from posenc._checks import _error, check_int, check_lengths, check_positive_int, check_rank
 from posenc.positions import pair_offsets
 
 __all__ = ["SHAW_METHODS", "SKEW_BLOCK_ELEMENTS", "query_blocks", "query_positions",
@@ -47,6 +48,84 @@ MASKED_LOGIT = -1e30
 #: outer boundaries (any number beyond every sequence length would do).
 _FAR = 1 << 30
 
+
+# --------------------------------------------------------------------------- argument rules
+
+def check_max_distance(max_distance, *, what: str = "") -> int:
+    """Shaw et al.'s clipping distance ``k``, an integer ``>= 0``."""
+    return check_int("max_distance", max_distance, minimum=0, what=what,
+                     fix="it is the clipping distance k of the relative positions; Shaw et "
+                         "al. found k >= 2 enough (k = 0 leaves no position information)")
+
+
+def _check_q_len(q_len: int, k_len: int, *, what: str) -> None:
+    if q_len > k_len:
+        raise _error(what, f"q_len must be at most k_len (the queries are the last q_len of the "
+                           f"k_len key positions), got q_len={q_len}, k_len={k_len}",
+                     f"pass k_len >= {q_len}: the cached keys plus the new ones")
+
+
+def check_heads(dim, num_heads, *, what: str = "", name: str = "num_heads") -> tuple[int, int]:
+    """``dim`` and ``num_heads`` (called ``name``) positive integers, ``dim`` a multiple of
+    ``num_heads``."""
+    dim = check_positive_int("dim", dim, what=what)
+    num_heads = check_positive_int(name, num_heads, what=what,
+                                   fix="use at least one attention head")
+    if dim % num_heads:
+        divisors = [h for h in range(1, dim + 1) if dim % h == 0]
+        near = sorted(divisors, key=lambda h: (abs(h - num_heads), h))[:2]
+        raise _error(what, f"{name} must divide dim (each head gets dim // {name} "
+                           f"features), got dim={dim} and {name}={num_heads}",
+                     f"use {name}={f' or {name}='.join(str(h) for h in sorted(near))}, "
+                     f"or a dim that is a multiple of {num_heads}")
+    return dim, num_heads
+
+
+def check_window_radius(window, *, what: str = "") -> int:
+    """The number of positions a query sees on each side, an integer ``>= 0``."""
+    return check_int("window", window, minimum=0, what=what,
+                     fix="window counts the keys each query sees on each side, so a negative "
+                         "window is empty; window=0 sees only the query's own position")
+
+
+def check_attention(q_shape, k_shape, v_shape, *, what: str = "") -> tuple[int, int]:
+    """``q``, ``k``, ``v`` are ``(batch, heads, seq, head_dim)``, with one batch, one set of
+    heads, one ``head_dim`` and ``q_len <= k_len``; returns ``(q_len, k_len)``
+    (``None`` where unknown)."""
+    layout = "(batch, heads, seq, head_dim)"
+    for name, shape in (("q", q_shape), ("k", k_shape), ("v", v_shape)):
+        check_rank(name, shape, 4, what=what, fix=f"lay attention tensors out as {layout}")
+    q_shape, k_shape, v_shape = tuple(q_shape), tuple(k_shape), tuple(v_shape)
+
+    def same(a, b):
+        return a is None or b is None or a == b
+
+    agree = (all(same(q_shape[a], k_shape[a]) for a in (0, 1, 3))
+             and all(same(k_shape[a], v_shape[a]) for a in (0, 1, 2)))
+    if not agree or not same(q_shape[3], v_shape[3]):
+        raise _error(what, f"q, k and v must be {layout} with the same batch, heads and "
+                           f"head_dim, and k and v the same seq, got q.shape={q_shape}, "
+                           f"k.shape={k_shape}, v.shape={v_shape}")
+    q_len, k_len = q_shape[2], k_shape[2]
+    if q_len is not None and k_len is not None:
+        _check_q_len(q_len, k_len, what=what)
+    return q_len, k_len
+
+
+def check_relative_table(name: str, shape, rows: int, head_dim, *, what: str = "",
+                         distance: str = "max_distance") -> None:
+    """A relative table is ``(rows, head_dim)``, ``rows = 2 * distance + 1``."""
+    shape = tuple(shape)
+    if len(shape) != 2 or shape[0] != rows or (head_dim is not None and shape[1] is not None
+                                               and shape[1] != head_dim):
+        k = (rows - 1) // 2
+        raise _error(what, f"{name} must have shape (2 * {distance} + 1, head_dim) = "
+                           f"({rows}, {head_dim}) for {distance}={k}, got {name}.shape={shape}",
+                     f"build the table with one row per relative position -{k} .. {k}, or "
+                     f"pass the {distance} it was built for")
+
+
+# --------------------------------------------------------------------------- index maps
 
 def query_blocks(q_len, k_len, heads) -> list[tuple]:
     """The ``(start, stop)`` query blocks of the skew method.

@@ -9,17 +9,21 @@ fit, PyTorch's state dict, low precision) and the registry's rules.
 
 from __future__ import annotations
 
+import dataclasses
+
 import keras
 import numpy as np
 import pytest
 import torch
 
+import posenc.attention
 import posenc.keras as pk
 import posenc.torch as pt
 from faces import np32, same_error
 from harness import keras_policy
-from posenc.attention import POSITIONS, scheme_options
+from posenc.attention import POSITIONS, Settings, attention_settings, scheme_options
 from posenc.interop import copy_weights
+from posenc.rotary import rope_config
 
 FACES = {"torch": pt, "keras": pk}
 VOCAB, SEQ, BATCH = 11, 12, 3
@@ -76,6 +80,64 @@ def test_scheme_options_defaults_and_given():
         "base": 500.0, "rope_scaling": None, "rope_layout": "half"}
     assert scheme_options("shaw", True, {}, what="x") == {"max_distance": 16}
     assert scheme_options("alibi", True, {"grid": None}, what="x") == {}
+
+
+
+def test_settings_are_checked_once_into_a_frozen_object():
+    s = attention_settings(16, 2, "t5", True, 32, 0.1, {"max_distance": 64}, what="x")
+    assert isinstance(s, Settings) and (s.route, s.head_dim) == ("bias", 8)
+    assert s.options == {"num_buckets": 32, "max_distance": 64}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.dim = 32
+
+
+@pytest.mark.parametrize("face", ["torch", pytest.param("keras", marks=pytest.mark.keras)])
+def test_blocks_receive_the_models_settings(face):
+    m = model(face, "shaw")
+    assert all(block.attention.settings is m.settings for block in m.blocks)
+
+
+@pytest.mark.parametrize("face", ["torch", pytest.param("keras", marks=pytest.mark.keras)])
+def test_rope_scaling_is_checked_once_per_model(face, monkeypatch):
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return rope_config(*args, **kwargs)
+
+    monkeypatch.setattr(posenc.attention, "rope_config", counted)
+    model(face, "rope", depth=3, rope_scaling={"rope_type": "linear", "factor": 2.0})
+    assert len(calls) == 1
+
+
+@pytest.mark.keras
+def test_rope_scaling_errors_name_the_transformer_and_rope_scaling():
+    message = same_error(FACES, lambda face: model(face, "rope",
+                                                   rope_scaling={"rope_type": "linear"}))
+    assert message.startswith("Transformer: rope_scaling['factor'] must be")
+
+
+@pytest.mark.parametrize("face", ["torch", pytest.param("keras", marks=pytest.mark.keras)])
+def test_the_legacy_type_key_works_end_to_end(face):
+    # Hugging Face's older configs say "type": a dynamic scaling must stay dynamic
+    legacy = {"type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 8}
+    m = model(face, "rope", rope_scaling=legacy)
+    assert all(block.attention.rotary.dynamic for block in m.blocks)
+    modern = model(face, "rope", rope_scaling={**{k: v for k, v in legacy.items()
+                                                   if k != "type"}, "rope_type": "dynamic"})
+    copy_weights(m, modern)
+    toks = tokens(4)
+    np.testing.assert_allclose(np32(run(face, m, toks)), np32(run(face, modern, toks)),
+                               rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("face", ["torch", pytest.param("keras", marks=pytest.mark.keras)])
+def test_a_learned_table_takes_an_odd_width(face):
+    # LearnedEncoding accepts dim=9, so position="learned" must too (no sines to pair)
+    m = model(face, "learned", dim=9, heads=3)
+    assert tuple(np32(run(face, m, tokens(5))).shape) == (BATCH, SEQ, VOCAB)
+    with pytest.raises(ValueError, match="sines and cosines come in pairs"):
+        model(face, "sinusoidal", dim=9, heads=3)
 
 
 # --------------------------------------------------------------------------- learning
@@ -276,11 +338,25 @@ def test_position_weights(face):
               "t5": 2, "swin": 2, "shaw": 4}
     for position, count in counts.items():
         m = model(face, position)
-        weights = m.position_parameters() if face == "torch" else m.position_weights
+        weights = m.position_weights()
         assert len(weights) == count, position
         if face == "torch":
             names = {id(p): n for n, p in m.named_parameters()}
             assert all(id(p) in names for p in weights)
+
+
+
+@pytest.mark.keras
+def test_the_faces_name_the_same_things_alike():
+    for face in FACES:
+        m = model(face, "shaw", dropout=0.1)
+        block = m.blocks[0]
+        assert isinstance(m.settings, Settings), face
+        for layer in (m, block.attention):      # a method in both faces
+            assert callable(layer.position_weights) and len(layer.position_weights()), face
+        for layer in (m, block, block.attention):   # the rate, in both faces
+            assert layer.dropout == 0.1, (face, type(layer).__name__)
+        assert m.embedding_dropout is not None and block.residual_dropout is not None, face
 
 
 # --------------------------------------------------------------------------- errors

@@ -91,7 +91,8 @@ CONTRACT = {
     # Shaw et al.'s relative attention.
     "shaw_relative_index": [p("q_len"), p("k_len"), p("max_distance")],
     "shaw_attention": [p("q"), p("k"), p("v"), p("key_table"), p("value_table"),
-                       p("max_distance"), kw("causal", False), kw("method", "skew")],
+                       p("max_distance"), kw("causal", False), kw("method", "skew"),
+                       kw("dropout", 0.0), kw("return_weights", False)],
     "ShawRelativeAttention": [p("dim"), p("num_heads"), p("max_distance"), kw("causal", False),
                               kw("method", "skew")],
     "windowed_attention": [p("q"), p("k"), p("v"), p("window"), kw("key_table", None),

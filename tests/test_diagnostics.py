@@ -2,7 +2,7 @@
 
 The analysis (posenc.diagnostics) is NumPy; each face collects hidden states, attention weights
 and gradient norms. Small stand-in models below follow the lab Transformer's call interface
-(``return_hidden``, ``return_attention``, ``position_parameters()`` / ``position_weights``).
+(``return_hidden``, ``return_attention``, ``position_weights()``).
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ class TorchStandIn(nn.Module):
                                     for _ in range(depth))
         self.readout = nn.Linear(dim, vocab)
 
-    def position_parameters(self):
+    def position_weights(self):
         return [self.table] if self.position == "learned" else []
 
     def forward(self, tokens, return_hidden=False, return_attention=False):
@@ -322,9 +322,9 @@ def test_torch_monitor_healthy_and_starved_tables():
 
 def test_torch_monitor_refuses_foreign_weights():
     model = TorchStandIn()
-    with pytest.raises(ValueError, match="GradientMonitor: position_parameters must be "
+    with pytest.raises(ValueError, match="GradientMonitor: position_weights must be "
                                          "trainable weights of the model, got 1 that are not"):
-        td.GradientMonitor(model, position_parameters=[nn.Parameter(torch.zeros(2))])
+        td.GradientMonitor(model, position_weights=[nn.Parameter(torch.zeros(2))])
 
 
 
@@ -369,7 +369,6 @@ class KerasStandIn(keras.Model):
                                      name="table") if self.position == "learned" else None
         super().build(input_shape)
 
-    @property
     def position_weights(self):
         return [self.table] if self.table is not None else []
 
@@ -453,7 +452,7 @@ def test_both_faces_monitor_the_same_norms():
     keras_load_lag_weights(keras_model, lag_weights(torch_model))
     tokens = tasks.lag_tokens(8, length, vocab=vocab, seed=0)
     t_monitor = td.GradientMonitor(torch_model,
-                                   position_parameters=torch_model.position.parameters())
+                                   position_weights=torch_model.position.parameters())
     lag_loss(torch_model, torch.from_numpy(tokens), lag=lag).backward()
     t_monitor.step()
     k_monitor = kd.GradientMonitor(keras_model,
@@ -471,6 +470,124 @@ def test_keras_monitor_refuses_foreign_weights():
     model = _keras_model()
     with pytest.raises(ValueError, match="GradientMonitor: position_weights must be trainable"):
         kd.GradientMonitor(model, position_weights=[keras.Variable(np.zeros(2))])
+
+
+
+def test_both_monitors_take_the_positional_weights_by_one_name():
+    import inspect
+
+    names = [list(inspect.signature(face.GradientMonitor).parameters) for face in (td, kd)]
+    assert names[0][:2] == names[1][:2] == ["model", "position_weights"]
+
+
+
+def _torch_accumulating(monitor_kwargs, steps=3, micro_batches=4):
+    """``steps`` optimiser steps of ``micro_batches`` backward passes each; returns the
+    monitor and the norms of the accumulated gradients the optimiser applied."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(8, 4), nn.Linear(4, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    kwargs = {"optimizer": opt} if monitor_kwargs == "optimizer" else monitor_kwargs
+    monitor = td.GradientMonitor(model, position_weights=[model[0].weight], **kwargs)
+    want = []
+    for _ in range(steps):
+        opt.zero_grad()
+        for micro in range(micro_batches):
+            model.train()(torch.tensor([micro, micro + 1, 7])).sum().backward()
+        rest = sum(float(p.grad.pow(2).sum()) for p in model[1].parameters())
+        want.append((float(model[0].weight.grad.norm()), rest ** 0.5))
+        if monitor_kwargs == {"auto_step": False}:
+            monitor.step()
+        opt.step()
+    monitor.remove()
+    return monitor, np.array(want)
+
+
+@pytest.mark.parametrize("how", ["optimizer", "manual"])
+def test_torch_monitor_records_optimiser_steps_under_gradient_accumulation(how):
+    """3 optimiser steps of 4 micro-batches are 3 records, each the norm of the summed
+    gradients (not the root of the micro-batches' summed squares)."""
+    monitor, want = _torch_accumulating("optimizer" if how == "optimizer"
+                                        else {"auto_step": False})
+    assert monitor.log.steps == 3
+    np.testing.assert_allclose(monitor.log.position_norms, want[:, 0], rtol=1e-5)
+    np.testing.assert_allclose(monitor.log.rest_norms, want[:, 1], rtol=1e-5)
+
+
+def test_torch_monitor_without_optimizer_records_each_backward():
+    monitor, _ = _torch_accumulating({})
+    assert monitor.log.steps == 12     # documented: micro-batches, hence optimizer=
+
+
+def _keras_accumulating(steps=3, micro_batches=4):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.Dense(1)])
+    monitor = kd.GradientMonitor(model, position_weights=[model.layers[0].kernel],
+                                 auto_step=False)
+    opt = keras.optimizers.SGD(0.1)
+    x = np.arange(24, dtype="float32").reshape(6, 4) / 10
+    want = []
+    for _ in range(steps):
+        total = None
+        for micro in range(micro_batches):
+            grads = monitor.gradients(lambda: ops.mean(model(x[micro:micro + 2]) ** 2))
+            total = grads if total is None else [a + b for a, b in zip(total, grads)]
+        monitor.step()
+        norms = [float(np.sum(np.square(ops.convert_to_numpy(g)))) for g in total]
+        want.append((norms[0] ** 0.5, sum(norms[1:]) ** 0.5))
+        opt.apply(total, model.trainable_variables)
+    return monitor, np.array(want)
+
+
+def test_keras_monitor_records_optimiser_steps_under_gradient_accumulation():
+    monitor, want = _keras_accumulating()
+    assert monitor.log.steps == 3
+    np.testing.assert_allclose(monitor.log.position_norms, want[:, 0], rtol=1e-5)
+    np.testing.assert_allclose(monitor.log.rest_norms, want[:, 1], rtol=1e-5)
+
+
+_JAX_MONITOR = """
+import json, numpy as np, keras
+from keras import ops
+from posenc.keras.diagnostics import GradientMonitor
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.Dropout(0.5),
+                          keras.layers.Dense(1)])
+rng = np.random.default_rng(0)
+for w in model.weights:
+    w.assign(rng.normal(size=tuple(w.shape)).astype("float32"))
+monitor = GradientMonitor(model, position_weights=[model.layers[0].kernel])
+x = np.arange(12, dtype="float32").reshape(3, 4) / 10
+grads = monitor.gradients(lambda: ops.mean(model(x) ** 2))
+masks = [monitor.gradients(lambda: ops.mean(model(x, training=True) ** 2))[0] for _ in "ab"]
+print(json.dumps({"position": monitor.log.position_norms[0], "rest": monitor.log.rest_norms[0],
+                  "steps": monitor.log.steps, "backend": keras.backend.backend(),
+                  "seeds_move": bool(np.any(ops.convert_to_numpy(masks[0] - masks[1])))}))
+"""
+
+
+def test_keras_monitor_runs_on_the_jax_backend():
+    """The same norms on JAX as on this process's backend, and dropout's seeds advance."""
+    pytest.importorskip("jax")
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "KERAS_BACKEND": "jax"}
+    out = subprocess.run([sys.executable, "-c", _JAX_MONITOR], env=env, capture_output=True,
+                         text=True, timeout=300, check=True).stdout
+    jax_run = json.loads(out.strip().splitlines()[-1])
+    assert jax_run["backend"] == "jax" and jax_run["steps"] == 3 and jax_run["seeds_move"]
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.Dense(1)])
+    rng = np.random.default_rng(0)
+    for w in model.weights:
+        w.assign(rng.normal(size=tuple(w.shape)).astype("float32"))
+    monitor = kd.GradientMonitor(model, position_weights=[model.layers[0].kernel])
+    x = np.arange(12, dtype="float32").reshape(3, 4) / 10
+    monitor.gradients(lambda: ops.mean(model(x) ** 2))
+    np.testing.assert_allclose([jax_run["position"], jax_run["rest"]],
+                               [monitor.log.position_norms[0], monitor.log.rest_norms[0]],
+                               rtol=1e-5)
 
 
 # --------------------------------------------------------------------------- plots

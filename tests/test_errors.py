@@ -655,6 +655,11 @@ SHAW = [
         "key_table.shape=(5,)"),
     row("shaw_attention-method", fn("shaw_attention", *qkv(), *SHAW_TABLES, 2, method="fast"),
         "shaw_attention: method must be one of 'naive', 'skew', got method='fast'"),
+    row("shaw_attention-dropout", fn("shaw_attention", *qkv(), *SHAW_TABLES, 2, dropout=1.0),
+        "shaw_attention: dropout must be a finite number", "got dropout=1.0"),
+    row("shaw_attention-return_weights", fn("shaw_attention", *qkv(), *SHAW_TABLES, 2,
+                                            return_weights="yes"),
+        "shaw_attention: return_weights must be True or False, got return_weights='yes'"),
     row("shaw_attention-causal", fn("shaw_attention", *qkv(), *SHAW_TABLES, 2, causal=1),
         "shaw_attention: causal must be True or False, got causal=1"),
     row("shaw_attention-rank-3", fn("shaw_attention", table(2, 3, 4), *qkv()[1:], *SHAW_TABLES, 2),
@@ -744,6 +749,16 @@ ATTENTION = [
     row("Transformer-rope-odd-head_dim", make("Transformer", 10, dim=6, heads=2),
         "Transformer: dim // heads must be even (RoPE rotates the features in pairs), got "
         "dim // heads=3"),
+    row("Transformer-rope_scaling-factor", make("Transformer", 10, rope_scaling={
+        "rope_type": "linear"}),
+        "Transformer: rope_scaling['factor'] must be a finite number >= 1", "got "
+        "rope_scaling['factor']=None"),
+    row("Transformer-rope_scaling-type", make("Transformer", 10, rope_scaling={
+        "type": "longer", "factor": 2.0}),
+        "Transformer: rope_scaling['rope_type'] must be one of"),
+    row("Transformer-sinusoidal-odd-dim", make("Transformer", 10, position="sinusoidal",
+                                                       dim=9, heads=3),
+        "Transformer: dim must be a multiple of 2 (sines and cosines come in pairs), got dim=9"),
     row("Transformer-t5-odd-buckets", make("Transformer", 10, position="t5", causal=False,
                                            num_buckets=7),
         "Transformer: num_buckets must be even when bidirectional=True"),

@@ -494,7 +494,7 @@ def test_chapter9_attention_scratch_equals_the_package(position, causal, options
     from posenc.interop import copy_weights
 
     with torch.no_grad():   # tables large enough that every route moves the output
-        for p in layer_t.position_parameters():
+        for p in layer_t.position_weights():
             p.copy_(torch.from_numpy(rng.normal(size=tuple(p.shape)).astype(np.float32)))
     copy_weights(layer_t, layer_k)
     for bias in (layer_t.query_bias, layer_t.value_bias, layer_t.output_bias):

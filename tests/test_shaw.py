@@ -139,6 +139,68 @@ def test_skew_with_several_query_blocks_equals_naive(monkeypatch):
                                    **NAIVE_SKEW)
 
 
+@pytest.mark.parametrize("face", FACES)
+def test_weights_are_the_loops_softmax_in_blocks_and_whole(face, monkeypatch):
+    monkeypatch.setattr(shaw, "SKEW_BLOCK_ELEMENTS", 2 * 9 * 2)     # blocks of 2 queries
+    q, k, v, kt, vt = draw(1, 2, 5, 9, 4, 2, seed=5)
+    t = [tensor(face, a) for a in (q, k, v, kt, vt)]
+    logits = np.einsum("bhqd,bhkd->bhqk", q, k) + np.einsum(
+        "bhqd,qkd->bhqk", q, kt[shaw.shaw_relative_index(5, 9, 2)])
+    logits = np.where(np.arange(9)[None] > np.arange(4, 9)[:, None], -np.inf, logits / 2.0)
+    want = np.exp(logits - logits.max(-1, keepdims=True))
+    want /= want.sum(-1, keepdims=True)
+    for method in ("naive", "skew"):
+        out, weights = FACES[face].shaw_attention(*t, 2, causal=True, method=method,
+                                                  return_weights=True)
+        np.testing.assert_allclose(numpy(weights), want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(numpy(out), run(face, q, k, v, kt, vt, 2, causal=True),
+                                   **NAIVE_SKEW)
+
+
+@pytest.mark.parametrize("face", FACES)
+@pytest.mark.parametrize("method", ["naive", "skew"])
+def test_dropout_drops_the_weights_of_the_keys_and_of_the_values(face, method):
+    q, k, v, kt, vt = draw(2, 2, 6, 6, 4, 2, seed=6)
+    t = [tensor(face, a) for a in (q, k, v, kt, vt)]
+    full = numpy(FACES[face].shaw_attention(*t, 2, method=method))
+    dropped = numpy(FACES[face].shaw_attention(*t, 2, method=method, dropout=0.5))
+    assert not np.allclose(dropped, full, atol=1e-3)
+    # a rate of 0 is no dropout at all
+    np.testing.assert_array_equal(numpy(FACES[face].shaw_attention(*t, 2, method=method,
+                                                                   dropout=0.0)), full)
+    # the values' term is dropped with the same weights as the keys': v = 0 and a^V = 1
+    # give sum_j dropped_ij, whose mean over many rows is 1
+    ones = np.ones_like(vt)
+    t = [tensor(face, a) for a in (q, k, 0 * v, kt, ones)]
+    sums = numpy(FACES[face].shaw_attention(*t, 2, method=method, dropout=0.5))
+    assert not np.allclose(sums, 1.0) and abs(sums.mean() - 1.0) < 0.25
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_multi_head_attention_runs_the_shaw_core_of_the_module(face):
+    """MultiHeadAttention(position="shaw") and ShawRelativeAttention with the same weights
+    give the same numbers: one core, one set of tables."""
+    F = FACES[face]
+    mha = F.MultiHeadAttention(8, 2, position="shaw", causal=True, max_distance=2)
+    module = F.ShawRelativeAttention(8, 2, 2, causal=True)
+    rng = np.random.default_rng(7)
+    for name in ("query_kernel", "key_kernel", "value_kernel", "output_kernel", "query_bias",
+                 "value_bias", "output_bias", "key_table", "value_table"):
+        value = (0.5 * rng.normal(size=tuple(getattr(mha, name).shape))).astype(np.float32)
+        for layer in (mha, module):
+            if face == "torch":
+                with torch.no_grad():
+                    getattr(layer, name).copy_(torch.as_tensor(value))
+            else:
+                getattr(layer, name).assign(value)
+    x = tensor(face, rng.normal(size=(2, 7, 8)).astype(np.float32))
+    want = numpy(module(x))
+    np.testing.assert_allclose(numpy(mha(x)), want, rtol=1e-5, atol=1e-5)
+    out, weights = mha(x, return_attention=True)
+    np.testing.assert_allclose(numpy(out), want, rtol=1e-5, atol=1e-5)
+    assert numpy(weights).shape == (2, 2, 7, 7)
+
+
 @pytest.mark.parametrize("method", ["naive", "skew"])
 def test_keys_only_and_values_only(method):
     """``None`` leaves out a table (Shaw et al.'s Table 3 ablation)."""

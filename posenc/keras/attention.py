@@ -9,7 +9,7 @@ and the softmax are computed in float32 whatever the dtype policy. The
 ``Transformer`` is a ``keras.Model``: ``compile`` and ``fit`` train it.
 Sequence lengths must be static (known when the graph is traced), as for the
 bias layers. The registry, the option rules and the cache are in
-``posenc/attention.py``; the checks in ``posenc/_checks.py``.
+``posenc/attention.py``, with the checks of its arguments.
 """
 
 from __future__ import annotations
@@ -17,18 +17,16 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from posenc._checks import (
-    check_cache_allowed,
-    check_embeddings,
-    check_grid_seq,
-    check_rank,
-    check_tokens,
-)
+from posenc._checks import check_embeddings, check_rank
 from posenc.attention import (
+    check_cache_allowed,
+    check_tokens,
     NORM_EPS,
     OPTION_NAMES,
+    POSITIONS,
     Cache,
     LayerCache,
+    Settings,
     attention_settings,
     given_options,
     route_layer,
@@ -39,8 +37,7 @@ from posenc.keras._util import dtype_of
 from posenc.keras.bias import ALiBiBias, SwinRelativeBias, T5RelativeBias
 from posenc.keras.learned import HybridEncoding, LearnedEncoding
 from posenc.keras.rotary import RotaryEmbedding
-from posenc.keras.shaw import _relative_keys, _relative_values, shaw_attention, \
-    shaw_relative_index
+from posenc.keras.shaw import relative_attention, relative_tables
 from posenc.keras.sinusoidal import SinusoidalEncoding
 from posenc.learned import TABLE_INIT_STD
 
@@ -145,14 +142,28 @@ class MultiHeadAttention(keras.layers.Layer):
     def __init__(self, dim: int, heads: int, *, position: str = "none", causal: bool = False,
                  max_len: int = 512, dropout: float = 0.0, base=None, rope_scaling=None,
                  rope_layout=None, max_distance=None, num_buckets=None, grid=None, **kwargs):
+        self._setup(attention_settings(dim, heads, position, causal, max_len, dropout,
+                                       given_options(base, rope_scaling, rope_layout,
+                                                     max_distance, num_buckets, grid),
+                                       what="MultiHeadAttention"), **kwargs)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **kwargs) -> "MultiHeadAttention":
+        """The layer for :class:`posenc.attention.Settings` checked already (a
+        ``Transformer``'s): nothing is checked again. ``kwargs`` go to ``keras.layers.Layer``
+        (``dtype``, ``name``)."""
+        layer = cls.__new__(cls)
+        layer._setup(settings, **kwargs)
+        return layer
+
+    def _setup(self, s: Settings, **kwargs) -> None:
         kwargs.setdefault("autocast", False)   # weights cast by hand: logits in float32
-        super().__init__(**kwargs)
-        s = attention_settings(dim, heads, position, causal, max_len, dropout,
-                               given_options(base, rope_scaling, rope_layout, max_distance,
-                                             num_buckets, grid), what="MultiHeadAttention")
-        self.dim, self.heads, self.head_dim = s["dim"], s["heads"], s["head_dim"]
-        self.position, self.route, self.causal = s["position"], s["route"], s["causal"]
-        self.max_len, self.dropout, self.options = s["max_len"], s["dropout"], s["options"]
+        keras.layers.Layer.__init__(self, **kwargs)
+        self.settings = s
+        self.dim, self.heads, self.head_dim = s.dim, s.heads, s.head_dim
+        self.position, self.route, self.causal = s.position, s.route, s.causal
+        self.scheme = POSITIONS[s.position]
+        self.max_len, self.dropout, self.options = s.max_len, s.dropout, s.options
         for name in ("query", "key", "value", "output"):
             setattr(self, f"{name}_kernel", self.add_weight(
                 name=f"{name}_kernel", shape=(self.dim, self.dim), initializer=_GLOROT()))
@@ -162,12 +173,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.position_bias = route_layer(s, "bias", _CLASSES)
         self.rotary = route_layer(s, "rotary", _CLASSES, dtype=self.dtype_policy)
         if self.route == "relative":
-            rows = 2 * self.options["max_distance"] + 1
-            table = keras.initializers.RandomNormal(stddev=TABLE_INIT_STD)
-            self.key_table = self.add_weight(name="key_table", shape=(rows, self.head_dim),
-                                             initializer=table)
-            self.value_table = self.add_weight(name="value_table", shape=(rows, self.head_dim),
-                                               initializer=table)
+            relative_tables(self, self.options["max_distance"], self.head_dim)
         self.weights_dropout = keras.layers.Dropout(self.dropout) if self.dropout else None
         self.built = True
 
@@ -183,7 +189,6 @@ class MultiHeadAttention(keras.layers.Layer):
         check_cache_allowed(self.causal, what=type(self).__name__)
         return LayerCache()
 
-    @property
     def position_weights(self) -> list:
         """The weights that belong to the positional scheme (bias tables, Shaw's tables)."""
         out = [] if self.position_bias is None else list(self.position_bias.weights)
@@ -219,8 +224,8 @@ class MultiHeadAttention(keras.layers.Layer):
             check_cache_allowed(self.causal, what=what)
         offset = 0 if cache is None else cache.length
         seq = x.shape[1]
-        if self.position == "swin":
-            check_grid_seq(self.options["grid"], seq, what=what)
+        if self.scheme.check_seq is not None:
+            self.scheme.check_seq(self.options, seq, what)
         x = ops.cast(x, self.compute_dtype)
         if seq == 0:
             weights = ops.zeros((ops.shape(x)[0], self.heads, 0, offset), "float32")
@@ -233,10 +238,12 @@ class MultiHeadAttention(keras.layers.Layer):
         if cache is not None:
             k, v = cache.append(k, v, lambda t: ops.concatenate(t, axis=-2))
         dropping = bool(training) and self.weights_dropout is not None
-        if self.route == "relative" and not (return_attention or dropping):
-            z = shaw_attention(q, k, v, self.key_table, self.value_table,
-                               self.options["max_distance"], causal=self.causal)
-            weights = None
+        if self.route == "relative":
+            drop = (lambda w: self.weights_dropout(w, training=training)) if dropping else None
+            z = relative_attention(q, k, v, self.key_table, self.value_table,
+                                   self.options["max_distance"], causal=self.causal, drop=drop,
+                                   return_weights=return_attention)
+            z, weights = z if return_attention else (z, None)
         else:
             z, weights = self._explicit(q, k, v, training)
         z = ops.reshape(ops.transpose(ops.cast(z, self.compute_dtype), (0, 2, 1, 3)),
@@ -258,11 +265,6 @@ class MultiHeadAttention(keras.layers.Layer):
         q_len, k_len = q.shape[-2], k.shape[-2]
         qf = ops.cast(q, "float32") * self.head_dim ** -0.5
         logits = ops.matmul(qf, ops.swapaxes(ops.cast(k, "float32"), -1, -2))
-        index = None
-        if self.route == "relative":
-            index = ops.convert_to_tensor(shaw_relative_index(q_len, k_len,
-                                                              self.options["max_distance"]))
-            logits = logits + _relative_keys(qf, ops.cast(self.key_table, "float32"), index)
         bias = self._logit_bias(q_len, k_len)
         if bias is not None:
             logits = logits + bias
@@ -271,11 +273,7 @@ class MultiHeadAttention(keras.layers.Layer):
         dropped = weights
         if self.weights_dropout is not None:
             dropped = self.weights_dropout(weights, training=training)
-        if index is not None:
-            z = ops.matmul(dropped, ops.cast(v, "float32"))
-            z = z + _relative_values(dropped, ops.cast(self.value_table, "float32"), index)
-        else:
-            z = ops.matmul(ops.cast(dropped, dtype_of(v)), v)
+        z = ops.matmul(ops.cast(dropped, dtype_of(v)), v)
         return z, weights
 
 
@@ -284,27 +282,25 @@ class MultiHeadAttention(keras.layers.Layer):
 class _Block(keras.layers.Layer):
     """One pre-norm block: ``x + attention(norm(x))``, then ``x + mlp(norm(x))``."""
 
-    def __init__(self, s: dict, **kwargs):
+    def __init__(self, s: Settings, **kwargs):
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
-        dim, mlp_dim = s["dim"], s["mlp_dim"]
+        dim, mlp_dim = s.dim, s.mlp_dim
 
         def weight(name, shape, init):
             return self.add_weight(name=name, shape=shape, initializer=init)
 
         self.attention_norm_scale = weight("attention_norm_scale", (dim,), _ONES())
         self.attention_norm_bias = weight("attention_norm_bias", (dim,), _ZEROS())
-        self.attention = MultiHeadAttention(dim, s["heads"], position=s["position"],
-                                            causal=s["causal"], max_len=s["max_len"],
-                                            dropout=s["dropout"], **s["options"],
-                                            dtype=self.dtype_policy)
+        self.attention = MultiHeadAttention.from_settings(s, dtype=self.dtype_policy)
         self.mlp_norm_scale = weight("mlp_norm_scale", (dim,), _ONES())
         self.mlp_norm_bias = weight("mlp_norm_bias", (dim,), _ZEROS())
         self.mlp_hidden_kernel = weight("mlp_hidden_kernel", (dim, mlp_dim), _GLOROT())
         self.mlp_hidden_bias = weight("mlp_hidden_bias", (mlp_dim,), _ZEROS())
         self.mlp_output_kernel = weight("mlp_output_kernel", (mlp_dim, dim), _GLOROT())
         self.mlp_output_bias = weight("mlp_output_bias", (dim,), _ZEROS())
-        self.residual_dropout = keras.layers.Dropout(s["dropout"]) if s["dropout"] else None
+        self.dropout = s.dropout
+        self.residual_dropout = keras.layers.Dropout(s.dropout) if s.dropout else None
         self.built = True
 
     def _drop(self, h, training):
@@ -390,10 +386,12 @@ class Transformer(keras.Model):
         s = transformer_settings(vocab_size, dim, depth, heads, mlp_dim, causal, position,
                                  max_len, dropout, given_options(base, rope_scaling, rope_layout,
                                                                  max_distance, num_buckets, grid))
-        self.vocab_size, self.dim, self.depth = s["vocab_size"], s["dim"], s["depth"]
-        self.heads, self.mlp_dim, self.causal = s["heads"], s["mlp_dim"], s["causal"]
-        self.position, self.route, self.max_len = s["position"], s["route"], s["max_len"]
-        self.dropout, self.options = s["dropout"], s["options"]
+        self.settings = s
+        self.vocab_size, self.dim, self.depth = s.vocab_size, s.dim, s.depth
+        self.heads, self.mlp_dim, self.causal = s.heads, s.mlp_dim, s.causal
+        self.position, self.route, self.max_len = s.position, s.route, s.max_len
+        self.scheme = POSITIONS[s.position]
+        self.dropout, self.options = s.dropout, s.options
         self.token_embedding = self.add_weight(
             name="token_embedding", shape=(self.vocab_size, self.dim),
             initializer=keras.initializers.RandomNormal(stddev=TABLE_INIT_STD))
@@ -432,13 +430,12 @@ class Transformer(keras.Model):
         check_cache_allowed(self.causal, what=type(self).__name__)
         return Cache(self.depth)
 
-    @property
     def position_weights(self) -> list:
         """The weights that belong to the positional scheme: the learned table or offsets,
         each layer's bias table or Shaw's tables (empty for none, sinusoidal, rope, alibi)."""
         out = [] if self.position_encoding is None else list(self.position_encoding.weights)
         for block in self.blocks:
-            out += block.attention.position_weights
+            out += block.attention.position_weights()
         return out
 
     def embed(self, tokens, offset: int = 0):
@@ -469,8 +466,8 @@ class Transformer(keras.Model):
         check_tokens(tuple(tokens.shape), dtype_of(tokens), what=what)
         if cache is not None:
             check_cache_allowed(self.causal, what=what)
-        if self.position == "swin":
-            check_grid_seq(self.options["grid"], tokens.shape[1], what=what)
+        if self.scheme.check_seq is not None:
+            self.scheme.check_seq(self.options, tokens.shape[1], what)
         x = self.embed(tokens, 0 if cache is None else cache.length)
         if self.embedding_dropout is not None:
             x = self.embedding_dropout(x, training=training)

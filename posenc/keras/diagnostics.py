@@ -5,9 +5,9 @@ Keras model. :func:`hidden_states` and :func:`attention_maps` use only the model
 ``keras.ops``, so they run on every backend. Gradients are not part of ``keras.ops``: Keras
 has no hook on a variable's gradient, and ``model.fit`` computes its gradients inside the
 backend's own ``train_step``. So :class:`GradientMonitor` computes them in a custom training
-step with the backend's autodiff, ``tf.GradientTape`` on TensorFlow and ``torch.autograd`` on
-PyTorch (the JAX backend, whose gradients need a stateless call of the model, is not
-supported). The PyTorch twin is :mod:`posenc.torch.diagnostics`, which records the same norms
+step with the backend's autodiff: ``tf.GradientTape`` on TensorFlow, ``torch.autograd`` on
+PyTorch, and ``jax.value_and_grad`` on JAX (through a stateless call of the model: the
+variables read traced values inside a ``keras.StatelessScope``). The PyTorch twin is :mod:`posenc.torch.diagnostics`, which records the same norms
 through hooks.
 """
 
@@ -19,13 +19,13 @@ import keras
 import numpy as np
 from keras import ops
 
-from posenc._checks import check_choice, check_monitored_weights
+from posenc._checks import check_bool, check_choice, check_monitored_weights
 from posenc.diagnostics import GRADIENT_RATIO_RANGE, GradientLog
 
 __all__ = ["hidden_states", "attention_maps", "GradientMonitor"]
 
 #: The Keras backends on which :class:`GradientMonitor` can compute gradients.
-GRADIENT_BACKENDS = ("tensorflow", "torch")
+GRADIENT_BACKENDS = ("tensorflow", "torch", "jax")
 
 
 def _numpy(t) -> np.ndarray:
@@ -73,14 +73,19 @@ class GradientMonitor:
     Keras has no gradient hooks, so the monitor computes the gradients itself: call
     :meth:`gradients` with a function that returns the loss, apply what it returns with the
     optimiser, and the step's two norms are in :attr:`log` (a
-    :class:`posenc.diagnostics.GradientLog`). A positional weight that the loss does not reach
-    gets a zero gradient (``None`` from the backend becomes zeros), and counts as zero in the
-    norms: a starved table shows up as a ratio of 0.
+    :class:`posenc.diagnostics.GradientLog`). With ``auto_step=True`` (the default) each call
+    is one record. With gradient accumulation (several calls whose gradients are summed into
+    one optimiser step), pass ``auto_step=False``: the monitor sums the gradients of the
+    calls, and :meth:`step` records the norms of that sum, once per optimiser step. A
+    positional weight that the loss does not reach gets a zero gradient (``None`` from the
+    backend becomes zeros), and counts as zero in the norms: a starved table shows up as a
+    ratio of 0. Runs on the TensorFlow, PyTorch and JAX backends (eagerly).
 
     Args:
         model: the Keras model being trained (built).
-        position_weights: the positional variables. Default: ``model.position_weights`` (the
+        position_weights: the positional variables. Default: ``model.position_weights()`` (the
             lab's ``Transformer`` has it).
+        auto_step: close a record at each :meth:`gradients` call. Default ``True``.
 
     Example:
         >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2),
@@ -93,24 +98,60 @@ class GradientMonitor:
         (1, 8, 5)
     """
 
-    def __init__(self, model, position_weights=None):
+    def __init__(self, model, position_weights=None, *, auto_step: bool = True):
+        what = "GradientMonitor"
         self.backend = check_choice("keras backend", keras.backend.backend(), GRADIENT_BACKENDS,
-                                    what="GradientMonitor",
-                                    fix="run it with KERAS_BACKEND=tensorflow or torch")
+                                    what=what,
+                                    fix="run it with KERAS_BACKEND=tensorflow, torch or jax")
         if position_weights is None:
-            position_weights = model.position_weights
+            position_weights = model.position_weights()
         position = list(position_weights)
         trainable = list(model.trainable_variables)
         ids = {id(v) for v in trainable}
         check_monitored_weights([id(v) in ids for v in position], "position_weights",
-                                what="GradientMonitor")
+                                what=what)
+        self.auto_step = check_bool("auto_step", auto_step, what=what)
         position_ids = {id(v) for v in position}
         self.model = model
         self.is_position = [id(v) in position_ids for v in trainable]
         self.log = GradientLog()
+        self._summed = None
+
+    def _backend_gradients(self, loss_fn, variables) -> list:
+        if self.backend == "tensorflow":
+            import tensorflow as tf
+
+            with tf.GradientTape() as tape:
+                loss = loss_fn()
+            # an embedding's gradient is IndexedSlices, whose repeated rows must be summed
+            # before the norm is taken: make every gradient dense
+            return [None if g is None else tf.convert_to_tensor(g)
+                    for g in tape.gradient(loss, variables)]
+        if self.backend == "torch":
+            import torch
+
+            loss = loss_fn()
+            return list(torch.autograd.grad(loss, [v.value for v in variables],
+                                            allow_unused=True))
+        import jax
+
+        others = [v for v in self.model.variables if all(v is not w for w in variables)]
+
+        def stateless(values):
+            with keras.StatelessScope(state_mapping=list(zip(variables, values))) as scope:
+                loss = loss_fn()
+            return loss, [scope.get_current_value(v) for v in others]
+
+        (_, updates), grads = jax.value_and_grad(stateless, has_aux=True)(
+            [v.value for v in variables])
+        for v, value in zip(others, updates):   # e.g. the dropout layers' seed states
+            if value is not None:
+                v.assign(value)
+        return list(grads)
 
     def gradients(self, loss_fn) -> list:
-        """Gradients of ``loss_fn()`` for ``model.trainable_variables``; records their norms.
+        """Gradients of ``loss_fn()`` for ``model.trainable_variables``; records their norms
+        (``auto_step=True``) or adds them to the step's sum (``auto_step=False``).
 
         Args:
             loss_fn: a function without arguments that calls the model and returns a scalar
@@ -121,30 +162,33 @@ class GradientMonitor:
             does not reach a variable), ready for ``optimizer.apply(grads, variables)``.
         """
         variables = list(self.model.trainable_variables)
-        if self.backend == "tensorflow":
-            import tensorflow as tf
-
-            with tf.GradientTape() as tape:
-                loss = loss_fn()
-            # an embedding's gradient is IndexedSlices, whose repeated rows must be summed
-            # before the norm is taken: make every gradient dense
-            grads = [None if g is None else tf.convert_to_tensor(g)
-                     for g in tape.gradient(loss, variables)]
-        else:
-            import torch
-
-            loss = loss_fn()
-            grads = torch.autograd.grad(loss, [v.value for v in variables], allow_unused=True)
+        grads = self._backend_gradients(loss_fn, variables)
         grads = [ops.zeros(v.shape, v.dtype) if g is None else g
                  for g, v in zip(grads, variables)]
+        squares = [ops.sum(ops.square(ops.cast(g, "float32"))) for g in grads]
+        if self.auto_step:
+            self._record(squares, grads)
+        else:
+            self._summed = (grads if self._summed is None else
+                            [a + ops.cast(g, a.dtype) for a, g in zip(self._summed, grads)])
+        return grads
+
+    def step(self) -> None:
+        """Record the norms of the gradients summed since the last record (``auto_step=False``:
+        one record per optimiser step) and start a new sum."""
+        summed = self._summed or [ops.zeros(v.shape, v.dtype)
+                                  for v in self.model.trainable_variables]
+        self._record([ops.sum(ops.square(ops.cast(g, "float32"))) for g in summed], summed)
+        self._summed = None
+
+    def _record(self, squares, grads) -> None:
         sums = {True: 0.0, False: 0.0}
         counts = {True: 0, False: 0}
-        for g, is_position in zip(grads, self.is_position):
-            sums[is_position] += float(ops.convert_to_numpy(ops.sum(ops.square(
-                ops.cast(g, "float32")))))
+        for square, g, is_position in zip(squares, grads, self.is_position):
+            sums[is_position] = sums[is_position] + square
             counts[is_position] += int(np.prod(g.shape))
-        self.log.add(math.sqrt(sums[True]), math.sqrt(sums[False]), counts[True], counts[False])
-        return grads
+        position, rest = (float(ops.convert_to_numpy(sums[k])) for k in (True, False))
+        self.log.add(math.sqrt(position), math.sqrt(rest), counts[True], counts[False])
 
     @property
     def ratios(self) -> np.ndarray:

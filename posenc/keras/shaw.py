@@ -2,7 +2,7 @@
 
 The index maps (which table row each query-key pair reads, the distance
 buckets of the skew method, the keys of a window) are ``posenc/shaw.py``;
-the argument checks are in ``posenc/_checks.py``.
+the family's argument rules there too.
 """
 
 from __future__ import annotations
@@ -10,22 +10,17 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from posenc._checks import (
-    check_attention,
-    check_bool,
-    check_choice,
-    check_embeddings,
-    check_heads,
-    check_max_distance,
-    check_rank,
-    check_relative_table,
-    check_window_radius,
-)
+from posenc._checks import check_bool, check_choice, check_embeddings, check_rank, check_rate
 from posenc.keras._util import dtype_of
 from posenc.learned import TABLE_INIT_STD
 from posenc.shaw import (
     MASKED_LOGIT,
     SHAW_METHODS,
+    check_attention,
+    check_heads,
+    check_max_distance,
+    check_relative_table,
+    check_window_radius,
     band_columns,
     band_offsets,
     bucket_boundaries,
@@ -77,8 +72,9 @@ def shaw_relative_index(q_len: int, k_len: int, max_distance: int):
 # --------------------------------------------------------------------------- the attention core
 # In float32 whatever the input dtype; the result is cast back.
 
-def _arange(n):
-    return ops.arange(n, dtype="int32")
+def _arange_like(x):
+    """The ``arange`` of the index maps, for positions next to the tensor ``x`` (int32)."""
+    return lambda n: ops.arange(n, dtype="int32")
 
 
 def _softmax(logits, queries, keys, causal: bool):
@@ -95,38 +91,31 @@ def _along(x, index):
     return ops.take_along_axis(x, index, axis=-1)
 
 
-def _relative_keys(q, key_table, index):
-    """The key term ``q_i . a^K_ij`` of the logits (``q`` already scaled), a^K gathered."""
-    return ops.einsum("bhqd,qkd->bhqk", q, ops.take(key_table, index, axis=0))
-
-
-def _relative_values(weights, value_table, index):
-    """The value term ``sum_j w_ij a^V_ij`` of the output, a^V gathered."""
-    return ops.einsum("bhqk,qkd->bhqd", weights, ops.take(value_table, index, axis=0))
-
-
-def _naive(q, k, v, key_table, value_table, max_distance: int, causal: bool):
+def _naive(q, k, v, key_table, value_table, max_distance: int, causal: bool, drop, keep: bool):
     """Materialises a^K and a^V, ``(q_len, k_len, head_dim)`` each."""
     q = q * q.shape[-1] ** -0.5
-    queries, keys = query_positions(ops.shape(q)[-2], ops.shape(k)[-2], _arange), \
-        _arange(ops.shape(k)[-2])
+    arange = _arange_like(q)
+    queries, keys = query_positions(ops.shape(q)[-2], ops.shape(k)[-2], arange), \
+        arange(ops.shape(k)[-2])
     index = relative_index(queries, keys, max_distance, ops.clip)
     logits = ops.matmul(q, ops.swapaxes(k, -1, -2))
     if key_table is not None:
-        logits = logits + _relative_keys(q, key_table, index)
+        logits = logits + ops.einsum("bhqd,qkd->bhqk", q, ops.take(key_table, index, axis=0))
     weights = _softmax(logits, queries, keys, causal)
-    out = ops.matmul(weights, v)
+    dropped = weights if drop is None else drop(weights)
+    out = ops.matmul(dropped, v)
     if value_table is not None:
-        out = out + _relative_values(weights, value_table, index)
-    return out
+        out = out + ops.einsum("bhqk,qkd->bhqd", dropped, ops.take(value_table, index, axis=0))
+    return out, weights if keep else None
 
 
-def _skew(q, k, v, key_table, value_table, max_distance: int, causal: bool):
+def _skew(q, k, v, key_table, value_table, max_distance: int, causal: bool, drop, keep: bool):
     """Never materialises a^K or a^V; works on blocks of queries."""
+    arange = _arange_like(q)
     q_len, k_len = q.shape[-2], k.shape[-2]
-    queries = query_positions(ops.shape(q)[-2], ops.shape(k)[-2], _arange)
-    keys = _arange(ops.shape(k)[-2])
-    outs = []
+    queries = query_positions(ops.shape(q)[-2], ops.shape(k)[-2], arange)
+    keys = arange(ops.shape(k)[-2])
+    outs, kept = [], []
     for start, stop in query_blocks(q_len, k_len, q.shape[1]):
         block, at = q[..., start:stop, :] * q.shape[-1] ** -0.5, queries[start:stop]
         logits = ops.matmul(block, ops.swapaxes(k, -1, -2))
@@ -135,14 +124,19 @@ def _skew(q, k, v, key_table, value_table, max_distance: int, causal: bool):
             index = relative_index(at, keys, max_distance, ops.clip)
             logits = logits + _along(by_distance, index)
         weights = _softmax(logits, at, keys, causal)
+        if keep:
+            kept.append(weights)
+        weights = weights if drop is None else drop(weights)
         out = ops.matmul(weights, v)
         if value_table is not None:
-            ends = bucket_boundaries(at, ops.shape(k)[-2], max_distance, ops.clip, _arange)
+            ends = bucket_boundaries(at, ops.shape(k)[-2], max_distance, ops.clip, arange)
             summed = (_along(ops.cumsum(weights, axis=-1), ops.maximum(ends, 0))
                       * ops.cast(ends >= 0, "float32"))
             out = out + ops.matmul(summed[..., 1:] - summed[..., :-1], value_table)
         outs.append(out)
-    return outs[0] if len(outs) == 1 else ops.concatenate(outs, axis=-2)
+    out = outs[0] if len(outs) == 1 else ops.concatenate(outs, axis=-2)
+    return out, (None if not keep else kept[0] if len(kept) == 1
+                 else ops.concatenate(kept, axis=-2))
 
 
 _METHODS = {"naive": _naive, "skew": _skew}
@@ -166,7 +160,7 @@ def _float(*tensors):
 
 
 def shaw_attention(q, k, v, key_table, value_table, max_distance: int, *, causal: bool = False,
-                   method: str = "skew"):
+                   method: str = "skew", dropout: float = 0.0, return_weights: bool = False):
     """Softmax attention with Shaw et al.'s relative key and value representations.
 
     For the query at position ``i`` and the key at position ``j``,
@@ -216,9 +210,15 @@ def shaw_attention(q, k, v, key_table, value_table, max_distance: int, *, causal
         causal: hide the keys after each query. Default ``False``.
         method: ``"skew"`` (default) or ``"naive"``
             (:data:`posenc.shaw.SHAW_METHODS`).
+        dropout: dropout rate of the attention weights, applied whenever it is above 0
+            (pass 0 in evaluation); unseeded (``keras.random.dropout``): a layer passes its
+            own ``keras.layers.Dropout`` to :func:`relative_attention` instead. Default 0.
+        return_weights: also return the ``(batch, heads, q_len, k_len)`` attention
+            weights (float32, before dropout). Default ``False``.
 
     Returns:
-        Tensor ``(batch, heads, q_len, head_dim)`` of ``q``'s dtype.
+        Tensor ``(batch, heads, q_len, head_dim)`` of ``q``'s dtype; with
+        ``return_weights=True``, ``(output, weights)``.
 
     Example:
         >>> q = k = v = keras.random.normal((1, 2, 5, 4), seed=0)
@@ -240,14 +240,52 @@ def shaw_attention(q, k, v, key_table, value_table, max_distance: int, *, causal
     max_distance = check_max_distance(max_distance, what=what)
     causal = check_bool("causal", causal, what=what)
     method = check_choice("method", method, SHAW_METHODS, what=what)
+    dropout = check_rate("dropout", dropout, what=what)
+    return_weights = check_bool("return_weights", return_weights, what=what)
     q, k, v = (ops.convert_to_tensor(t) for t in (q, k, v))
     check_attention(q.shape, k.shape, v.shape, what=what)
     tables = _tables((("key_table", key_table), ("value_table", value_table)),
                      2 * max_distance + 1, q.shape[-1], "max_distance", what)
+    drop = (lambda w: keras.random.dropout(w, dropout)) if dropout > 0 else None
+    return relative_attention(q, k, v, *tables, max_distance, causal=causal, method=method,
+                              drop=drop, return_weights=return_weights)
+
+
+def relative_attention(q, k, v, key_table, value_table, max_distance: int, *, causal: bool,
+                       method: str = "skew", drop=None, return_weights: bool = False):
+    """The core of :func:`shaw_attention`, without its checks: for the layers that checked
+    their arguments once (:class:`ShawRelativeAttention`, ``MultiHeadAttention``'s
+    ``"shaw"`` route).
+
+    Args:
+        q, k, v, key_table, value_table, max_distance, causal, method, return_weights:
+            as in :func:`shaw_attention` (the tables may be ``None``).
+        drop: ``None``, or the function that drops attention weights (the layer's dropout).
+
+    Returns:
+        as :func:`shaw_attention`.
+    """
     if q.shape[-2] == 0:
-        return ops.zeros_like(q)
-    out = _METHODS[method](*_float(q, k, v), *tables, max_distance, causal)
-    return ops.cast(out, dtype_of(q))
+        out = ops.zeros_like(q)
+        weights = ops.zeros((*ops.shape(q)[:-1], ops.shape(k)[-2]), "float32")
+        return (out, weights) if return_weights else out
+    tables = [None if t is None else ops.cast(t, "float32") for t in (key_table, value_table)]
+    out, weights = _METHODS[method](*_float(q, k, v), *tables, max_distance, causal, drop,
+                                    return_weights)
+    out = ops.cast(out, dtype_of(q))
+    return (out, weights) if return_weights else out
+
+
+def relative_tables(layer, max_distance: int, head_dim: int) -> None:
+    """Give ``layer`` Shaw et al.'s two learned tables, ``key_table`` and ``value_table``
+    (``(2 * max_distance + 1, head_dim)`` each, from N(0, 0.02^2)): the one setup of
+    :class:`ShawRelativeAttention` and ``MultiHeadAttention(position="shaw")``."""
+    rows = 2 * max_distance + 1
+    table = keras.initializers.RandomNormal(stddev=TABLE_INIT_STD)
+    layer.key_table = layer.add_weight(name="key_table", shape=(rows, head_dim),
+                                       initializer=table)
+    layer.value_table = layer.add_weight(name="value_table", shape=(rows, head_dim),
+                                         initializer=table)
 
 
 def windowed_attention(q, k, v, window: int, *, key_table=None, value_table=None,
@@ -323,6 +361,7 @@ def _windowed(q, k, v, key_table, value_table, window: int, causal: bool):
     k_len, block, span = k.shape[-2], window_block(window), 2 * window + 1
     blocks = -(-k_len // block)
     batch, heads, head_dim = ops.shape(q)[0], ops.shape(q)[1], q.shape[-1]
+    arange = _arange_like(q)
 
     def key_blocks(t):  # (..., blocks, block + 2 * window, head_dim), from position -window
         t = _pad(t, window, (blocks + 1) * block - window - k_len)
@@ -335,17 +374,17 @@ def _windowed(q, k, v, key_table, value_table, window: int, causal: bool):
                      (batch, heads, blocks, block, head_dim))
     qb = qb * q.shape[-1] ** -0.5
     logits = ops.matmul(qb, ops.swapaxes(key_blocks(k), -1, -2))     # (..., B, B + 2w)
-    logits = _along(logits, band_columns(block, window, _arange))
+    logits = _along(logits, band_columns(block, window, arange))
     if key_table is not None:
         logits = logits + ops.matmul(qb, ops.transpose(key_table))
-    positions = _arange(blocks * block)
-    seen = window_index(positions, window, _arange)
+    positions = arange(blocks * block)
+    seen = window_index(positions, window, arange)
     visible = ops.logical_and(seen >= 0, seen < k_len)
     if causal:
         visible = ops.logical_and(visible, seen <= positions[:, None])
     logits = ops.where(ops.reshape(visible, (blocks, block, span)), logits, MASKED_LOGIT)
     weights = ops.softmax(logits, axis=-1)                              # (..., B, 2w + 1)
-    offsets = band_offsets(block, window, _arange)
+    offsets = band_offsets(block, window, arange)
     spread = (_along(weights, ops.clip(offsets, 0, span - 1))
               * ops.cast(ops.logical_and(offsets >= 0, offsets < span), "float32"))
     out = ops.matmul(spread, key_blocks(v))
@@ -419,12 +458,7 @@ class ShawRelativeAttention(keras.layers.Layer):
         for name in ("query", "value", "output"):
             setattr(self, f"{name}_bias", self.add_weight(
                 name=f"{name}_bias", shape=(self.dim,), initializer=zeros))
-        rows = 2 * self.max_distance + 1
-        table = keras.initializers.RandomNormal(stddev=TABLE_INIT_STD)
-        self.key_table = self.add_weight(name="key_table", shape=(rows, self.head_dim),
-                                         initializer=table)
-        self.value_table = self.add_weight(name="value_table", shape=(rows, self.head_dim),
-                                           initializer=table)
+        relative_tables(self, self.max_distance, self.head_dim)
         self.built = True
 
     def _heads(self, x, kernel, bias=None):
@@ -447,8 +481,8 @@ class ShawRelativeAttention(keras.layers.Layer):
         q = self._heads(x, self.query_kernel, self.query_bias)
         k = self._heads(x, self.key_kernel)
         v = self._heads(x, self.value_kernel, self.value_bias)
-        z = shaw_attention(q, k, v, self.key_table, self.value_table, self.max_distance,
-                           causal=self.causal, method=self.method)
+        z = relative_attention(q, k, v, self.key_table, self.value_table, self.max_distance,
+                               causal=self.causal, method=self.method)
         z = ops.reshape(ops.transpose(z, (0, 2, 1, 3)), (ops.shape(x)[0], ops.shape(x)[1],
                                                           self.dim))
         out = (ops.matmul(z, ops.cast(self.output_kernel, "float32"))

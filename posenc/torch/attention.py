@@ -7,9 +7,9 @@ each scheme enters by its route: an encoding added to the token embeddings
 logits, or Shaw et al.'s relative keys and values. The attention itself runs
 on ``torch.nn.functional.scaled_dot_product_attention`` with the bias as a
 float ``attn_mask``; an explicit path (softmax of the logits) serves
-``return_attention=True`` and Shaw's relative values. The registry, the option
-rules and the cache are in ``posenc/attention.py``; the checks in
-``posenc/_checks.py``.
+``return_attention=True``, and Shaw's relative keys and values run on the core of
+``shaw_attention`` (``posenc/torch/shaw.py``). The registry, the option
+rules, their checks and the cache are in ``posenc/attention.py``.
 """
 
 from __future__ import annotations
@@ -18,17 +18,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc._checks import (
-    check_cache_allowed,
-    check_embeddings,
-    check_grid_seq,
-    check_rank,
-    check_tokens,
-)
+from posenc._checks import check_embeddings, check_rank
 from posenc.attention import (
+    check_cache_allowed,
+    check_tokens,
     NORM_EPS,
+    POSITIONS,
     Cache,
     LayerCache,
+    Settings,
     attention_settings,
     given_options,
     route_layer,
@@ -40,8 +38,7 @@ from posenc.torch._util import dtype_of
 from posenc.torch.bias import ALiBiBias, SwinRelativeBias, T5RelativeBias
 from posenc.torch.learned import HybridEncoding, LearnedEncoding
 from posenc.torch.rotary import RotaryEmbedding
-from posenc.torch.shaw import _relative_keys, _relative_values, shaw_attention, \
-    shaw_relative_index
+from posenc.torch.shaw import relative_attention, relative_tables, reset_relative_tables
 from posenc.torch.sinusoidal import SinusoidalEncoding
 
 __all__ = ["MultiHeadAttention", "Transformer"]
@@ -79,8 +76,8 @@ class MultiHeadAttention(nn.Module):
 
     The attention runs on ``torch.nn.functional.scaled_dot_product_attention``
     (the bias and the causal mask as a float ``attn_mask``); with
-    ``return_attention=True``, and for Shaw's relative values, on an explicit
-    softmax in float32. The key projection has no bias (it would add one
+    ``return_attention=True`` on an explicit softmax in float32; ``"shaw"`` on the
+    core of :func:`shaw_attention` (float32). The key projection has no bias (it would add one
     constant to each row of logits, which the softmax ignores).
 
     Args:
@@ -129,12 +126,26 @@ class MultiHeadAttention(nn.Module):
                  max_len: int = 512, dropout: float = 0.0, base=None, rope_scaling=None,
                  rope_layout=None, max_distance=None, num_buckets=None, grid=None):
         super().__init__()
-        s = attention_settings(dim, heads, position, causal, max_len, dropout,
-                               given_options(base, rope_scaling, rope_layout, max_distance,
-                                             num_buckets, grid), what="MultiHeadAttention")
-        self.dim, self.heads, self.head_dim = s["dim"], s["heads"], s["head_dim"]
-        self.position, self.route, self.causal = s["position"], s["route"], s["causal"]
-        self.max_len, self.dropout, self.options = s["max_len"], s["dropout"], s["options"]
+        self._setup(attention_settings(dim, heads, position, causal, max_len, dropout,
+                                       given_options(base, rope_scaling, rope_layout,
+                                                     max_distance, num_buckets, grid),
+                                       what="MultiHeadAttention"))
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "MultiHeadAttention":
+        """The layer for :class:`posenc.attention.Settings` checked already (a
+        ``Transformer``'s): nothing is checked again."""
+        layer = cls.__new__(cls)
+        nn.Module.__init__(layer)
+        layer._setup(settings)
+        return layer
+
+    def _setup(self, s: Settings) -> None:
+        self.settings = s
+        self.dim, self.heads, self.head_dim = s.dim, s.heads, s.head_dim
+        self.position, self.route, self.causal = s.position, s.route, s.causal
+        self.scheme = POSITIONS[s.position]
+        self.max_len, self.dropout, self.options = s.max_len, s.dropout, s.options
         for name in ("query", "key", "value", "output"):
             setattr(self, f"{name}_kernel", nn.Parameter(torch.empty(self.dim, self.dim)))
         for name in ("query", "value", "output"):
@@ -142,9 +153,7 @@ class MultiHeadAttention(nn.Module):
         self.position_bias = route_layer(s, "bias", _CLASSES)
         self.rotary = route_layer(s, "rotary", _CLASSES)
         if self.route == "relative":
-            rows = 2 * self.options["max_distance"] + 1
-            self.key_table = nn.Parameter(torch.empty(rows, self.head_dim))
-            self.value_table = nn.Parameter(torch.empty(rows, self.head_dim))
+            relative_tables(self, self.options["max_distance"], self.head_dim)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -154,8 +163,7 @@ class MultiHeadAttention(nn.Module):
         for name in ("query", "value", "output"):
             nn.init.zeros_(getattr(self, f"{name}_bias"))
         if self.route == "relative":
-            nn.init.normal_(self.key_table, std=TABLE_INIT_STD)
-            nn.init.normal_(self.value_table, std=TABLE_INIT_STD)
+            reset_relative_tables(self)
 
     def extra_repr(self) -> str:
         options = "".join(f", {k}={v!r}" for k, v in self.options.items())
@@ -167,7 +175,7 @@ class MultiHeadAttention(nn.Module):
         check_cache_allowed(self.causal, what=type(self).__name__)
         return LayerCache()
 
-    def position_parameters(self) -> list[nn.Parameter]:
+    def position_weights(self) -> list[nn.Parameter]:
         """The weights that belong to the positional scheme (bias tables, Shaw's tables)."""
         out = [] if self.position_bias is None else list(self.position_bias.parameters())
         if self.route == "relative":
@@ -190,8 +198,8 @@ class MultiHeadAttention(nn.Module):
             check_cache_allowed(self.causal, what=what)
         offset = 0 if cache is None else cache.length
         batch, seq = x.shape[0], x.shape[1]
-        if self.position == "swin":
-            check_grid_seq(self.options["grid"], seq, what=what)
+        if self.scheme.check_seq is not None:
+            self.scheme.check_seq(self.options, seq, what)
         if seq == 0:
             return (x, x.new_zeros(batch, self.heads, 0, offset).float()) \
                 if return_attention else x
@@ -204,11 +212,14 @@ class MultiHeadAttention(nn.Module):
             k, v = cache.append(k, v, lambda t: torch.cat(t, dim=-2))
         dropout = self.dropout if self.training else 0.0
         weights = None
-        if return_attention or (self.route == "relative" and dropout > 0):
+        if self.route == "relative":
+            drop = (lambda w: F.dropout(w, dropout)) if dropout > 0 else None
+            z = relative_attention(q, k, v, self.key_table, self.value_table,
+                                   self.options["max_distance"], causal=self.causal, drop=drop,
+                                   return_weights=return_attention)
+            z, weights = z if return_attention else (z, None)
+        elif return_attention:
             z, weights = self._explicit(q, k, v, dropout)
-        elif self.route == "relative":
-            z = shaw_attention(q, k, v, self.key_table, self.value_table,
-                               self.options["max_distance"], causal=self.causal)
         else:
             z = self._fused(q, k, v, dropout)
         z = z.transpose(1, 2).flatten(-2)
@@ -237,23 +248,14 @@ class MultiHeadAttention(nn.Module):
 
     def _explicit(self, q, k, v, dropout: float):
         """Softmax attention in float32 with autocast off: (output, float32 weights)."""
-        q_len, k_len = q.shape[-2], k.shape[-2]
         with torch.autocast(device_type=q.device.type, enabled=False):
-            qf = q.float() * self.head_dim ** -0.5
-            logits = qf @ k.float().transpose(-1, -2)
-            index = None
-            if self.route == "relative":
-                index = shaw_relative_index(q_len, k_len, self.options["max_distance"])
-                index = index.to(q.device)
-                logits = logits + _relative_keys(qf, self.key_table.float(), index)
-            bias = self._logit_bias(q_len, k_len, q.device)
+            logits = (q.float() * self.head_dim ** -0.5) @ k.float().transpose(-1, -2)
+            bias = self._logit_bias(q.shape[-2], k.shape[-2], q.device)
             if bias is not None:
                 logits = logits + bias
             weights = torch.softmax(logits, dim=-1)
             dropped = F.dropout(weights, dropout) if dropout > 0 else weights
             z = dropped @ v.float()
-            if index is not None:
-                z = z + _relative_values(dropped, self.value_table.float(), index)
         return z.to(q.dtype), weights
 
 
@@ -262,14 +264,12 @@ class MultiHeadAttention(nn.Module):
 class _Block(nn.Module):
     """One pre-norm block: ``x + attention(norm(x))``, then ``x + mlp(norm(x))``."""
 
-    def __init__(self, s: dict):
+    def __init__(self, s: Settings):
         super().__init__()
-        dim, mlp_dim = s["dim"], s["mlp_dim"]
+        dim, mlp_dim = s.dim, s.mlp_dim
         self.attention_norm_scale = nn.Parameter(torch.ones(dim))
         self.attention_norm_bias = nn.Parameter(torch.zeros(dim))
-        self.attention = MultiHeadAttention(dim, s["heads"], position=s["position"],
-                                            causal=s["causal"], max_len=s["max_len"],
-                                            dropout=s["dropout"], **s["options"])
+        self.attention = MultiHeadAttention.from_settings(s)
         self.mlp_norm_scale = nn.Parameter(torch.ones(dim))
         self.mlp_norm_bias = nn.Parameter(torch.zeros(dim))
         self.mlp_hidden_kernel = nn.Parameter(torch.empty(dim, mlp_dim))
@@ -278,16 +278,17 @@ class _Block(nn.Module):
         self.mlp_output_bias = nn.Parameter(torch.zeros(dim))
         nn.init.xavier_uniform_(self.mlp_hidden_kernel)
         nn.init.xavier_uniform_(self.mlp_output_kernel)
-        self.dropout = nn.Dropout(s["dropout"])
+        self.dropout = s.dropout
+        self.residual_dropout = nn.Dropout(s.dropout)
 
     def forward(self, x, cache=None, return_attention=False):
         h = _layer_norm(x, self.attention_norm_scale, self.attention_norm_bias)
         h = self.attention(h, cache=cache, return_attention=return_attention)
         h, weights = h if return_attention else (h, None)
-        x = x + self.dropout(h)
+        x = x + self.residual_dropout(h)
         h = _layer_norm(x, self.mlp_norm_scale, self.mlp_norm_bias)
         h = F.gelu(_linear(h, self.mlp_hidden_kernel, self.mlp_hidden_bias))
-        x = x + self.dropout(_linear(h, self.mlp_output_kernel, self.mlp_output_bias))
+        x = x + self.residual_dropout(_linear(h, self.mlp_output_kernel, self.mlp_output_bias))
         return x, weights
 
 
@@ -362,14 +363,15 @@ class Transformer(nn.Module):
                                  max_len, dropout, given_options(base, rope_scaling, rope_layout,
                                                                  max_distance, num_buckets, grid))
         self.settings = s
-        self.vocab_size, self.dim, self.depth = s["vocab_size"], s["dim"], s["depth"]
-        self.heads, self.mlp_dim, self.causal = s["heads"], s["mlp_dim"], s["causal"]
-        self.position, self.route, self.max_len = s["position"], s["route"], s["max_len"]
-        self.options = s["options"]
+        self.vocab_size, self.dim, self.depth = s.vocab_size, s.dim, s.depth
+        self.heads, self.mlp_dim, self.causal = s.heads, s.mlp_dim, s.causal
+        self.position, self.route, self.max_len = s.position, s.route, s.max_len
+        self.scheme = POSITIONS[s.position]
+        self.dropout, self.options = s.dropout, s.options
         self.token_embedding = nn.Parameter(torch.empty(self.vocab_size, self.dim))
         nn.init.normal_(self.token_embedding, std=TABLE_INIT_STD)
         self.position_encoding = route_layer(s, "embedding", _CLASSES)
-        self.dropout = nn.Dropout(s["dropout"])
+        self.embedding_dropout = nn.Dropout(s.dropout)
         self.blocks = nn.ModuleList([_Block(s) for _ in range(self.depth)])
         self.norm_scale = nn.Parameter(torch.ones(self.dim))
         self.norm_bias = nn.Parameter(torch.zeros(self.dim))
@@ -388,12 +390,12 @@ class Transformer(nn.Module):
         check_cache_allowed(self.causal, what=type(self).__name__)
         return Cache(self.depth)
 
-    def position_parameters(self) -> list[nn.Parameter]:
+    def position_weights(self) -> list[nn.Parameter]:
         """The weights that belong to the positional scheme: the learned table or offsets,
         each layer's bias table or Shaw's tables (empty for none, sinusoidal, rope, alibi)."""
         out = [] if self.position_encoding is None else list(self.position_encoding.parameters())
         for block in self.blocks:
-            out += block.attention.position_parameters()
+            out += block.attention.position_weights()
         return out
 
     def embed(self, tokens: torch.Tensor, offset: int = 0) -> torch.Tensor:
@@ -412,9 +414,9 @@ class Transformer(nn.Module):
         check_tokens(tuple(tokens.shape), dtype_of(tokens), what=what)
         if cache is not None:
             check_cache_allowed(self.causal, what=what)
-        if self.position == "swin":
-            check_grid_seq(self.options["grid"], tokens.shape[1], what=what)
-        x = self.dropout(self.embed(tokens, 0 if cache is None else cache.length))
+        if self.scheme.check_seq is not None:
+            self.scheme.check_seq(self.options, tokens.shape[1], what)
+        x = self.embedding_dropout(self.embed(tokens, 0 if cache is None else cache.length))
         hidden, attention = [x], []
         for i, block in enumerate(self.blocks):
             x, weights = block(x, None if cache is None else cache.layers[i], return_attention)

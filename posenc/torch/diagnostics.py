@@ -77,73 +77,103 @@ def _call(model, tokens, **flag):
 
 
 class GradientMonitor:
-    """Record, through hooks, the gradient norm of a model's positional weights and of the rest.
+    """Record the gradient norm of a model's positional weights and of the rest, per step.
 
-    Each trainable parameter gets a tensor hook (``Tensor.register_hook``) that adds the squared
-    norm of the gradient flowing into it during ``backward()``. Call :meth:`step` once per
-    optimiser step (after ``backward()``) to close the step's record in :attr:`log`, a
-    :class:`posenc.diagnostics.GradientLog`; or let the monitor do it (``auto_step=True``,
-    the default): the next forward pass of the model in training mode closes the record that
-    the previous ``backward()`` filled, so an existing training loop needs no change, and
-    :meth:`remove` closes the last one. A positional parameter that the graph never reaches
-    (a detached or unused table) gets no gradient and counts as zero, which is exactly what the
-    monitor exists to catch. Gradients accumulated over several ``backward()`` calls before a
-    :meth:`step` add up, as in the optimiser.
+    A record holds the two norms of the gradients one optimiser step applies. Three ways to
+    close a record, from the most to the least automatic:
+
+    * ``optimizer=``: the monitor hooks the optimiser (``register_step_pre_hook``) and records,
+      just before each ``optimizer.step()``, the accumulated ``.grad`` of every parameter:
+      with gradient accumulation (several ``backward()`` calls per step) one record per
+      optimiser step, of the summed gradients, as the optimiser sees them.
+    * ``auto_step=True`` (the default, without ``optimizer``): each trainable parameter gets a
+      tensor hook (``Tensor.register_hook``) that adds the squared norm of the gradient of a
+      ``backward()``; the next forward pass of the model in training mode closes the record,
+      so an existing loop needs no change. That is one record per ``backward()``: with
+      gradient accumulation it records micro-batches, so pass ``optimizer=`` there.
+    * :meth:`step`, called by hand after the last ``backward()`` of a step (and before
+      ``zero_grad``), records the accumulated ``.grad``.
+
+    A positional parameter that the graph never reaches (a detached or unused table) gets no
+    gradient and counts as zero, which is exactly what the monitor exists to catch. The log is
+    :attr:`log`, a :class:`posenc.diagnostics.GradientLog`; :meth:`remove` closes a pending
+    record and removes the hooks.
 
     Args:
         model: the ``nn.Module`` being trained.
-        position_parameters: the positional parameters (an iterable of parameters). Default:
-            ``model.position_parameters()`` (the lab's ``Transformer`` has it).
-        auto_step: close a step at the next training-mode forward pass. Default ``True``.
+        position_weights: the positional parameters (an iterable of parameters). Default:
+            ``model.position_weights()`` (the lab's ``Transformer`` has it).
+        optimizer: the ``torch.optim.Optimizer`` whose steps close the records. Default
+            ``None``.
+        auto_step: without ``optimizer``, close a record at the next training-mode forward
+            pass. Default ``True``.
 
     Example:
         >>> model = nn.Sequential(nn.Embedding(8, 4), nn.Linear(4, 2))
-        >>> monitor = GradientMonitor(model, position_parameters=[model[0].weight])
-        >>> model(torch.tensor([1, 2])).sum().backward()
-        >>> monitor.step()
+        >>> opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        >>> monitor = GradientMonitor(model, position_weights=[model[0].weight], optimizer=opt)
+        >>> for _ in range(4):                      # four micro-batches, one optimiser step
+        ...     model(torch.tensor([1, 2])).sum().backward()
+        >>> opt.step()
         >>> monitor.log.steps, monitor.log.position_count, monitor.log.rest_count
         (1, 32, 10)
         >>> monitor.remove()
     """
 
-    def __init__(self, model: nn.Module, position_parameters=None, *, auto_step: bool = True):
-        if position_parameters is None:
-            position_parameters = model.position_parameters()
-        position = list(position_parameters)
+    def __init__(self, model: nn.Module, position_weights=None, *, optimizer=None,
+                 auto_step: bool = True):
+        what = "GradientMonitor"
+        if position_weights is None:
+            position_weights = model.position_weights()
+        position = list(position_weights)
         trainable = [p for p in model.parameters() if p.requires_grad]
         ids = {id(p) for p in trainable}
-        check_monitored_weights([id(p) in ids for p in position], "position_parameters",
-                                what="GradientMonitor")
+        check_monitored_weights([id(p) in ids for p in position], "position_weights",
+                                what=what)
+        auto_step = check_bool("auto_step", auto_step, what=what)
         position_ids = {id(p) for p in position}
-        self.position_parameters = position
-        self.rest_parameters = [p for p in trainable if id(p) not in position_ids]
+        self.position_weights = position
+        self.rest_weights = [p for p in trainable if id(p) not in position_ids]
         self.log = GradientLog()
         self._sums = {"position": 0.0, "rest": 0.0}
-        self._handles = [p.register_hook(self._adder("position")) for p in position]
-        self._handles += [p.register_hook(self._adder("rest")) for p in self.rest_parameters]
         self._pending = False
-        if check_bool("auto_step", auto_step, what="GradientMonitor"):
+        self._handles = []
+        if optimizer is not None:
+            self._handles.append(optimizer.register_step_pre_hook(
+                lambda *args, **kwargs: self.step()))
+        elif auto_step:
+            self._handles += [p.register_hook(self._adder("position")) for p in position]
+            self._handles += [p.register_hook(self._adder("rest")) for p in self.rest_weights]
             self._handles.append(model.register_forward_pre_hook(self._before_forward))
 
     def _before_forward(self, module, args):
         if module.training and self._pending:
-            self.step()
+            self._close(self._sums["position"], self._sums["rest"])
 
     def _adder(self, group):
-        def add(grad):
-            self._sums[group] += float(grad.detach().float().pow(2).sum())
+        def add(grad):   # summed on the gradient's device; read back once per record
+            self._sums[group] = self._sums[group] + grad.detach().float().pow(2).sum()
             self._pending = True
             return None
 
         return add
 
-    def step(self) -> None:
-        """Close the current step: append its two norms to :attr:`log` and start a new one."""
-        self.log.add(math.sqrt(self._sums["position"]), math.sqrt(self._sums["rest"]),
-                     sum(p.numel() for p in self.position_parameters),
-                     sum(p.numel() for p in self.rest_parameters))
+    def _close(self, position, rest) -> None:
+        self.log.add(math.sqrt(float(position)), math.sqrt(float(rest)),
+                     sum(p.numel() for p in self.position_weights),
+                     sum(p.numel() for p in self.rest_weights))
         self._sums = {"position": 0.0, "rest": 0.0}
         self._pending = False
+
+    def step(self) -> None:
+        """Record the norms of the accumulated ``.grad`` of the parameters (what the optimiser
+        is about to apply; ``None`` counts as zero) and start a new record."""
+
+        def squares(params):
+            return sum((p.grad.detach().float().pow(2).sum() for p in params
+                        if p.grad is not None), 0.0)
+
+        self._close(squares(self.position_weights), squares(self.rest_weights))
 
     @property
     def ratios(self) -> np.ndarray:
@@ -155,9 +185,9 @@ class GradientMonitor:
         return self.log.health(healthy)
 
     def remove(self) -> None:
-        """Close a step that a ``backward()`` filled, then remove the hooks (the log stays)."""
+        """Close a record that a ``backward()`` filled, then remove the hooks (the log stays)."""
         if self._pending:
-            self.step()
+            self._close(self._sums["position"], self._sums["rest"])
         for handle in self._handles:
             handle.remove()
         self._handles = []

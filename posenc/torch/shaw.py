@@ -2,7 +2,7 @@
 
 The index maps (which table row each query-key pair reads, the distance
 buckets of the skew method, the keys of a window) are ``posenc/shaw.py``;
-the argument checks are in ``posenc/_checks.py``.
+the family's argument rules there too.
 """
 
 from __future__ import annotations
@@ -13,21 +13,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc._checks import (
-    check_attention,
-    check_bool,
-    check_choice,
-    check_embeddings,
-    check_heads,
-    check_max_distance,
-    check_rank,
-    check_relative_table,
-    check_window_radius,
-)
+from posenc._checks import check_bool, check_choice, check_embeddings, check_rank, check_rate
 from posenc.learned import TABLE_INIT_STD
 from posenc.shaw import (
     MASKED_LOGIT,
     SHAW_METHODS,
+    check_attention,
+    check_heads,
+    check_max_distance,
+    check_relative_table,
+    check_window_radius,
     band_columns,
     band_offsets,
     bucket_boundaries,
@@ -79,8 +74,9 @@ def shaw_relative_index(q_len: int, k_len: int, max_distance: int) -> torch.Tens
 # --------------------------------------------------------------------------- the attention core
 # In float32 with autocast off, whatever the input dtype; the result is cast back.
 
-def _arange(device):
-    return functools.partial(torch.arange, device=device)
+def _arange_like(x):
+    """The ``arange`` of the index maps, for positions next to the tensor ``x`` (its device)."""
+    return functools.partial(torch.arange, device=x.device)
 
 
 def _softmax(logits, queries, keys, causal: bool):
@@ -90,38 +86,29 @@ def _softmax(logits, queries, keys, causal: bool):
     return torch.softmax(logits, dim=-1)
 
 
-def _relative_keys(q, key_table, index):
-    """The key term ``q_i . a^K_ij`` of the logits (``q`` already scaled), a^K gathered."""
-    return torch.einsum("bhqd,qkd->bhqk", q, key_table[index])
-
-
-def _relative_values(weights, value_table, index):
-    """The value term ``sum_j w_ij a^V_ij`` of the output, a^V gathered."""
-    return torch.einsum("bhqk,qkd->bhqd", weights, value_table[index])
-
-
-def _naive(q, k, v, key_table, value_table, max_distance: int, causal: bool):
+def _naive(q, k, v, key_table, value_table, max_distance: int, causal: bool, drop, keep: bool):
     """Materialises a^K and a^V, ``(q_len, k_len, head_dim)`` each."""
     q = q * q.shape[-1] ** -0.5
-    arange = _arange(q.device)
+    arange = _arange_like(q)
     queries, keys = query_positions(q.shape[-2], k.shape[-2], arange), arange(k.shape[-2])
     index = relative_index(queries, keys, max_distance, torch.clamp)
     logits = q @ k.transpose(-1, -2)
     if key_table is not None:
-        logits = logits + _relative_keys(q, key_table, index)
+        logits = logits + torch.einsum("bhqd,qkd->bhqk", q, key_table[index])
     weights = _softmax(logits, queries, keys, causal)
-    out = weights @ v
+    dropped = weights if drop is None else drop(weights)
+    out = dropped @ v
     if value_table is not None:
-        out = out + _relative_values(weights, value_table, index)
-    return out
+        out = out + torch.einsum("bhqk,qkd->bhqd", dropped, value_table[index])
+    return out, weights if keep else None
 
 
-def _skew(q, k, v, key_table, value_table, max_distance: int, causal: bool):
+def _skew(q, k, v, key_table, value_table, max_distance: int, causal: bool, drop, keep: bool):
     """Never materialises a^K or a^V; works on blocks of queries."""
-    arange = _arange(q.device)
+    arange = _arange_like(q)
     q_len, k_len = q.shape[-2], k.shape[-2]
     queries, keys = query_positions(q_len, k_len, arange), arange(k_len)
-    outs = []
+    outs, kept = [], []
     for start, stop in query_blocks(q_len, k_len, q.shape[1]):
         block, at = q[..., start:stop, :] * q.shape[-1] ** -0.5, queries[start:stop]
         logits = block @ k.transpose(-1, -2)
@@ -131,6 +118,9 @@ def _skew(q, k, v, key_table, value_table, max_distance: int, causal: bool):
             logits = logits + torch.gather(by_distance, -1,
                                            index.expand(*by_distance.shape[:-2], *index.shape))
         weights = _softmax(logits, at, keys, causal)
+        if keep:
+            kept.append(weights)
+        weights = weights if drop is None else drop(weights)
         out = weights @ v
         if value_table is not None:
             ends = bucket_boundaries(at, k_len, max_distance, torch.clamp, arange)  # (block, 2k+2)
@@ -139,7 +129,8 @@ def _skew(q, k, v, key_table, value_table, max_distance: int, causal: bool):
             summed = torch.gather(running, -1, ends.clamp(min=0)) * (ends >= 0)
             out = out + (summed[..., 1:] - summed[..., :-1]) @ value_table
         outs.append(out)
-    return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
+    out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
+    return out, (None if not keep else kept[0] if len(kept) == 1 else torch.cat(kept, dim=-2))
 
 
 _METHODS = {"naive": _naive, "skew": _skew}
@@ -159,7 +150,7 @@ def _tables(tables, rows: int, head_dim: int, distance: str, what: str, device):
 
 
 def shaw_attention(q, k, v, key_table, value_table, max_distance: int, *, causal: bool = False,
-                   method: str = "skew") -> torch.Tensor:
+                   method: str = "skew", dropout: float = 0.0, return_weights: bool = False):
     """Softmax attention with Shaw et al.'s relative key and value representations.
 
     For the query at position ``i`` and the key at position ``j``,
@@ -209,9 +200,15 @@ def shaw_attention(q, k, v, key_table, value_table, max_distance: int, *, causal
         causal: hide the keys after each query. Default ``False``.
         method: ``"skew"`` (default) or ``"naive"``
             (:data:`posenc.shaw.SHAW_METHODS`).
+        dropout: dropout rate of the attention weights, applied whenever it is above 0
+            (pass 0 in evaluation, as for ``scaled_dot_product_attention``'s
+            ``dropout_p``). Default 0.
+        return_weights: also return the ``(batch, heads, q_len, k_len)`` attention
+            weights (float32, before dropout). Default ``False``.
 
     Returns:
-        Tensor ``(batch, heads, q_len, head_dim)`` of ``q``'s dtype.
+        Tensor ``(batch, heads, q_len, head_dim)`` of ``q``'s dtype; with
+        ``return_weights=True``, ``(output, weights)``.
 
     Example:
         >>> q = k = v = torch.randn(1, 2, 5, 4)
@@ -233,14 +230,54 @@ def shaw_attention(q, k, v, key_table, value_table, max_distance: int, *, causal
     max_distance = check_max_distance(max_distance, what=what)
     causal = check_bool("causal", causal, what=what)
     method = check_choice("method", method, SHAW_METHODS, what=what)
+    dropout = check_rate("dropout", dropout, what=what)
+    return_weights = check_bool("return_weights", return_weights, what=what)
     check_attention(q.shape, k.shape, v.shape, what=what)
     tables = _tables((("key_table", key_table), ("value_table", value_table)),
                      2 * max_distance + 1, q.shape[-1], "max_distance", what, q.device)
+    drop = (lambda w: F.dropout(w, dropout)) if dropout > 0 else None
+    return relative_attention(q, k, v, *tables, max_distance, causal=causal, method=method,
+                              drop=drop, return_weights=return_weights)
+
+
+def relative_attention(q, k, v, key_table, value_table, max_distance: int, *, causal: bool,
+                       method: str = "skew", drop=None, return_weights: bool = False):
+    """The core of :func:`shaw_attention`, without its checks: for the layers that checked
+    their arguments once (:class:`ShawRelativeAttention`, ``MultiHeadAttention``'s
+    ``"shaw"`` route).
+
+    Args:
+        q, k, v, key_table, value_table, max_distance, causal, method, return_weights:
+            as in :func:`shaw_attention` (the tables may be ``None``).
+        drop: ``None``, or the function that drops attention weights (the layer's dropout).
+
+    Returns:
+        as :func:`shaw_attention`.
+    """
     if q.shape[-2] == 0:
-        return q.new_zeros(q.shape)
+        out = q.new_zeros(q.shape)
+        return (out, q.new_zeros(*q.shape[:-1], k.shape[-2]).float()) if return_weights else out
+    tables = [None if t is None else t.float() for t in (key_table, value_table)]
     with torch.autocast(device_type=q.device.type, enabled=False):
-        out = _METHODS[method](q.float(), k.float(), v.float(), *tables, max_distance, causal)
-    return out.to(q.dtype)
+        out, weights = _METHODS[method](q.float(), k.float(), v.float(), *tables, max_distance,
+                                        causal, drop, return_weights)
+    return (out.to(q.dtype), weights) if return_weights else out.to(q.dtype)
+
+
+def relative_tables(layer, max_distance: int, head_dim: int) -> None:
+    """Give ``layer`` Shaw et al.'s two learned tables, ``key_table`` and ``value_table``
+    (``(2 * max_distance + 1, head_dim)`` each), to be drawn by the layer's
+    ``reset_parameters`` with :func:`reset_relative_tables`: the one setup of
+    :class:`ShawRelativeAttention` and ``MultiHeadAttention(position="shaw")``."""
+    rows = 2 * max_distance + 1
+    layer.key_table = nn.Parameter(torch.empty(rows, head_dim))
+    layer.value_table = nn.Parameter(torch.empty(rows, head_dim))
+
+
+def reset_relative_tables(layer) -> None:
+    """Draw ``layer``'s ``key_table`` and ``value_table`` again from N(0, 0.02^2)."""
+    nn.init.normal_(layer.key_table, std=TABLE_INIT_STD)
+    nn.init.normal_(layer.value_table, std=TABLE_INIT_STD)
 
 
 def windowed_attention(q, k, v, window: int, *, key_table=None, value_table=None,
@@ -307,7 +344,7 @@ def _windowed(q, k, v, key_table, value_table, window: int, causal: bool):
     k, v = k[..., start:, :], v[..., start:, :]        # keys before the first window: unused
     k_len, block, span = k.shape[-2], window_block(window), 2 * window + 1
     blocks = -(-k_len // block)
-    arange = _arange(q.device)
+    arange = _arange_like(q)
 
     def key_blocks(t):  # (..., blocks, block + 2 * window, head_dim), from position -window
         t = F.pad(t, (0, 0, window, (blocks + 1) * block - window - k_len))
@@ -398,9 +435,7 @@ class ShawRelativeAttention(nn.Module):
             setattr(self, f"{name}_kernel", nn.Parameter(torch.empty(self.dim, self.dim)))
         for name in ("query", "value", "output"):
             setattr(self, f"{name}_bias", nn.Parameter(torch.empty(self.dim)))
-        rows = 2 * self.max_distance + 1
-        self.key_table = nn.Parameter(torch.empty(rows, self.head_dim))
-        self.value_table = nn.Parameter(torch.empty(rows, self.head_dim))
+        relative_tables(self, self.max_distance, self.head_dim)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -409,8 +444,7 @@ class ShawRelativeAttention(nn.Module):
             nn.init.xavier_uniform_(getattr(self, f"{name}_kernel"))
         for name in ("query", "value", "output"):
             nn.init.zeros_(getattr(self, f"{name}_bias"))
-        nn.init.normal_(self.key_table, std=TABLE_INIT_STD)
-        nn.init.normal_(self.value_table, std=TABLE_INIT_STD)
+        reset_relative_tables(self)
 
     def _heads(self, x, kernel, bias=None):
         """``x @ kernel (+ bias)`` in float32, split into ``(batch, heads, seq, head_dim)``."""
@@ -430,8 +464,8 @@ class ShawRelativeAttention(nn.Module):
             q = self._heads(h, self.query_kernel, self.query_bias)
             k = self._heads(h, self.key_kernel)
             v = self._heads(h, self.value_kernel, self.value_bias)
-            z = shaw_attention(q, k, v, self.key_table, self.value_table, self.max_distance,
-                               causal=self.causal, method=self.method)
+            z = relative_attention(q, k, v, self.key_table, self.value_table,
+                                   self.max_distance, causal=self.causal, method=self.method)
             z = z.transpose(1, 2).flatten(-2)
             out = z @ self.output_kernel.float() + self.output_bias.float()
         return out.to(x.dtype)
