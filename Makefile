@@ -1,5 +1,5 @@
 # One-command set-up on a fresh machine with Python 3.11 and pip:
-#   make test   -- install everything, run posenc's tests (both Keras backends) and nbval on every notebook
+#   make test   -- install everything, run posenc's tests (Keras on TensorFlow, JAX and PyTorch) and nbval on every notebook
 #   make book   -- install everything, execute the notebooks (cached in _build/.jupyter_cache), write the static site to _build/html
 #   make test-site -- check the built site, in headless Chromium too (tests/test_browser.py)
 # Uses the active virtual environment if there is one, else creates .venv here.
@@ -26,9 +26,12 @@ install: $(STAMP)
 
 test: test-package test-notebooks
 
+# The whole suite with Keras on TensorFlow, then the tests that use the Keras face (marker `keras`,
+# tests/conftest.py) again on JAX and on PyTorch.
 test-package: install
 	$(PY) -m pytest tests
-	KERAS_BACKEND=torch $(PY) -m pytest tests -m keras || [ $$? -eq 5 ]  # 5: no Keras tests collected
+	KERAS_BACKEND=jax $(PY) -m pytest tests -m keras
+	KERAS_BACKEND=torch $(PY) -m pytest tests -m keras
 
 test-notebooks: install
 	$(PY) -m pytest --nbval-lax --nbval-cell-timeout=600 notebooks
