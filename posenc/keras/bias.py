@@ -292,6 +292,8 @@ class T5RelativeBias(_AttentionBias):
 
     def call(self, q_len: int, k_len: int | None = None):
         q_len, k_len = _lengths(q_len, k_len, type(self).__name__)
+        if q_len == 0 or k_len == 0:  # nothing to read (JAX's take mis-shapes an empty index)
+            return ops.zeros((1, self.num_heads, q_len, k_len), "float32")
         # j - i runs over -(k_len - 1) .. q_len - 1: bucket those q_len + k_len - 1 values
         # once, then read each head's row at j - i + k_len - 1 (no per-entry logarithm).
         span = max(k_len, 1) - 1                             # k_len = 0: nothing to read
