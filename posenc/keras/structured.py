@@ -50,6 +50,7 @@ from posenc.keras._util import (
     can_inspect,
     check_indices,
     dtype_of,
+    on_host,
     read_back,
     result_dtype,
     wide_dtype,
@@ -164,8 +165,9 @@ class ContinuousTimeEncoding(_TimeEncoding):
 
     def encoding(self, timestamps):
         """``P`` (float32) of shape ``(*timestamps.shape, dim)``."""
-        wide = wide_dtype()
-        t = ops.cast(self._timestamps(timestamps), wide) / self.time_scale
+        host = on_host(self._timestamps(timestamps))  # JAX without x64: float64 in NumPy
+        t = (host[0] if host is not None
+             else ops.cast(self._timestamps(timestamps), wide_dtype())) / self.time_scale
         return ops.cast(sinusoidal(t, self.dim, base=self.base, layout=self.layout), "float32")
 
     def get_config(self):
@@ -563,7 +565,8 @@ def coordinate_encoding(coords, dim: int, *, scale=2 * math.pi, base: float = 10
     width = check_coordinate_width(dim, num, what=what)
     scales = check_coordinate_scale(scale, num, what=what)
     base, layout = check_base(base, what=what), check_layout(layout, what=what)
-    wide = ops.cast(coords, wide_dtype())
+    host = on_host(coords)  # JAX without x64: the float64 scaling in NumPy
+    wide = host[0] if host is not None else ops.cast(coords, wide_dtype())
     blocks = [sinusoidal(wide[..., c] * scales[c], width, base=base, layout=layout)
               for c in range(num)]
     return ops.cast(ops.concatenate(blocks, axis=-1), result_dtype(coords))
