@@ -110,6 +110,7 @@ def test_make_test_executes_every_notebook_once_from_scratch_with_errors_fatal()
     # so no cached output stands in for an execution, and a cell that raises fails it: the
     # execution is not allowed to err, and -W turns the failed execution's warning into a failure
     assert CONFIG["execute"]["allow_errors"] is False
+    assert CONFIG["execute"]["show_tb"] is True     # the failing cell's traceback in the log
     assert _make_recipe("test") == [] and "test-notebooks" in (
         (ROOT / "Makefile").read_text().split("\ntest:", 1)[1].splitlines()[0])
     recipe = _make_recipe("test-notebooks")
