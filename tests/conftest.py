@@ -14,6 +14,8 @@ under ``KERAS_BACKEND=jax`` and ``KERAS_BACKEND=torch``. The rule (``uses_keras`
   ``FACES``), or holds the string ``"keras"`` (``framework="keras"``).
 
 So a PyTorch-only test of a module that imports Keras is not run again by the backend passes.
+A Keras test that cannot run on JAX carries ``@pytest.mark.no_jax("reason")``: skipped there,
+with the reason in the report.
 """
 
 import inspect
@@ -132,9 +134,14 @@ def uses_keras(item) -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
     for item in items:
         if uses_keras(item):
             item.add_marker(pytest.mark.keras)
+            no_jax = item.get_closest_marker("no_jax")
+            if no_jax is not None and backend == "jax":
+                item.add_marker(pytest.mark.skip(reason=f"not on Keras's JAX backend: "
+                                                        f"{no_jax.args[0]}"))
 
 
 @pytest.fixture

@@ -111,6 +111,7 @@ def test_swin_unscaled(window):
         assert_swin_index(bugs.swin_relative_index_unscaled(*window), *window)
 
 
+@pytest.mark.no_jax("GradientMonitor supports TensorFlow and PyTorch only")
 @pytest.mark.parametrize("face", FACES)
 def test_starved_table(face):
     """"starved-table": the gradient monitor's verdict turns from healthy to starved."""

@@ -237,6 +237,18 @@ def test_probe_on_a_model_sees_the_encoding():
 
 # --------------------------------------------------------------------------- gradients
 
+# Keras's GradientMonitor refuses the JAX backend (its gradients need a stateless call of the model).
+NO_JAX_MONITOR = pytest.mark.no_jax("GradientMonitor supports TensorFlow and PyTorch only")
+
+
+@pytest.mark.keras
+def test_keras_monitor_refuses_the_jax_backend():
+    if keras.backend.backend() != "jax":
+        pytest.skip("the refusal is the JAX backend's")
+    model = pk.Transformer(12, dim=16, depth=1, heads=2, position="learned", max_len=16)
+    with pytest.raises(ValueError, match="GradientMonitor: keras backend must be one of"):
+        kd.GradientMonitor(model)
+
 
 def test_gradient_log_ratio_is_per_weight_rms():
     log = dg.GradientLog()
@@ -344,6 +356,7 @@ def lab_table_health(face: str, prepare=None, steps: int = 12) -> str:
 
 
 @pytest.mark.parametrize("face", ["torch", pytest.param("keras", marks=pytest.mark.keras)])
+@NO_JAX_MONITOR
 def test_learned_table_gets_a_healthy_gradient(face):
     assert lab_table_health(face) == "healthy"
 
@@ -426,6 +439,7 @@ def _train_keras(model, steps=30, lr=3e-3):
     return monitor
 
 
+@NO_JAX_MONITOR
 def test_keras_monitor_healthy_and_starved_tables():
     healthy = _train_keras(_keras_model())
     starved = _train_keras(_keras_model(scale=1e-4))
@@ -434,6 +448,7 @@ def test_keras_monitor_healthy_and_starved_tables():
     assert starved.health() == "starved", np.median(starved.ratios)
 
 
+@NO_JAX_MONITOR
 def test_keras_monitor_gives_zero_for_an_unreached_weight():
     model = _keras_model()
     monitor = kd.GradientMonitor(model)
@@ -445,6 +460,7 @@ def test_keras_monitor_gives_zero_for_an_unreached_weight():
                                                                is model.table else -1])))) >= 0
 
 
+@NO_JAX_MONITOR
 def test_both_faces_monitor_the_same_norms():
     """The lag model with a learned table, the same weights and batch in both faces."""
     length, dim, vocab, lag = 16, 16, 12, 2
@@ -467,6 +483,7 @@ def test_both_faces_monitor_the_same_norms():
     assert keras_lag_weights(keras_model).keys() == lag_weights(torch_model).keys()
 
 
+@NO_JAX_MONITOR
 def test_keras_monitor_refuses_foreign_weights():
     model = _keras_model()
     with pytest.raises(ValueError, match="GradientMonitor: position_weights must be trainable"):
@@ -557,6 +574,7 @@ def test_gradients_experiment_flags_the_starved_controls(tmp_path):
     assert all(r["rest_norm"] > 0 for r in rows)
 
 
+@NO_JAX_MONITOR
 def test_gradients_experiment_in_keras(tmp_path):
     from posenc.experiments.cli import main
     from posenc.experiments.common import read_results
@@ -624,6 +642,7 @@ def test_committed_probe_results():
         assert r2[(scheme, "trained", 0)] < 0.2, scheme
 
 
+@NO_JAX_MONITOR
 def test_bfloat16_models_give_float32_states_and_finite_norms(mixed_bfloat16):
     torch.manual_seed(0)
     model = TorchStandIn().to(torch.bfloat16)
