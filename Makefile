@@ -1,7 +1,10 @@
 # One-command set-up on a fresh machine with Python 3.11 and pip:
-#   make test   -- install everything, run posenc's tests (both Keras backends) and nbval on every notebook
+#   make test   -- install everything, run posenc's tests (Keras on TensorFlow, JAX and PyTorch), then
+#                  execute every notebook once by building the book from a clean _build (a cell that
+#                  raises fails the build); the site it leaves in _build/html is what CI checks
 #   make book   -- install everything, execute the notebooks (cached in _build/.jupyter_cache), write the static site to _build/html
 #   make test-site -- check the built site, in headless Chromium too (tests/test_browser.py)
+#   make nbval NOTEBOOKS=notebooks/12_debugging.ipynb -- run Colab's .ipynb copies under nbval (a quick check of one)
 # Uses the active virtual environment if there is one, else creates .venv here.
 
 PYTHON ?= python3
@@ -11,7 +14,7 @@ STAMP := $(ENV)/.posenc-installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONHASHSEED ?= 0
 
-.PHONY: install test test-package test-notebooks book test-site ipynb bench clean
+.PHONY: install test test-package test-notebooks nbval book test-site ipynb bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(ENV)
@@ -26,12 +29,26 @@ install: $(STAMP)
 
 test: test-package test-notebooks
 
+# The whole suite with Keras on TensorFlow, then the tests that use the Keras face (marker `keras`,
+# tests/conftest.py) again on JAX and on PyTorch.
 test-package: install
 	$(PY) -m pytest tests
-	KERAS_BACKEND=torch $(PY) -m pytest tests -m keras || [ $$? -eq 5 ]  # 5: no Keras tests collected
+	KERAS_BACKEND=jax $(PY) -m pytest tests -m keras
+	KERAS_BACKEND=torch $(PY) -m pytest tests -m keras
 
+# Every notebook executed once, from scratch: the book is built from a clean _build (no cached
+# outputs), execution errors are fatal (`allow_errors: false` in _config.yml; with -W the failed
+# execution's warning fails the build, --keep-going reports every failing notebook first).
 test-notebooks: install
-	$(PY) -m pytest --nbval-lax --nbval-cell-timeout=600 notebooks
+	rm -rf _build
+	$(ENV)/bin/jupyter-book build . -W --keep-going
+	@echo "Every notebook ran; the site is in _build/html/index.html"
+
+# Colab's .ipynb copies (cell for cell the .md sources, tests/test_notebooks.py) under nbval:
+# a quick check of one notebook without building the book. Not part of `make test`.
+NOTEBOOKS ?= notebooks
+nbval: install
+	$(PY) -m pytest --nbval-lax --nbval-cell-timeout=600 $(NOTEBOOKS)
 
 # Notebooks run once and their outputs are cached: a rebuild re-executes only notebooks whose code
 # changed. The cache does not see changes to posenc: `make clean book` re-executes everything.

@@ -1,5 +1,7 @@
 """The cross-framework contract: every public name exists in both faces, with the same
-argument names, kinds and defaults, and those are the contract's.
+argument names, kinds and defaults, and those are the contract's; every exported class has
+the same public methods, properties and attributes in both faces, each of one kind, the
+methods with one signature (``FRAMEWORK`` lists the differences each framework imposes).
 
 ``CONTRACT`` holds what the faces export today (the contract's functions and classes,
 and the names beyond its list that follow the same rules); ``PLANNED`` holds the names the
@@ -10,19 +12,31 @@ shrinks.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import math
+import os
 import re
 from pathlib import Path
 
 import keras
+import numpy as np
 import pytest
 import torch
 
 import posenc.keras as pk
+import posenc.keras.bugs as kb
+import posenc.keras.diagnostics as kd
+import posenc.keras.tasks as kt
 import posenc.torch as pt
+import posenc.torch.bugs as tb
+import posenc.torch.diagnostics as td
+import posenc.torch.tasks as tt
 
 FACES = {"torch": pt, "keras": pk}
+# The face modules that are not re-exported by the faces' ``__init__``: imported as
+# ``posenc.torch.tasks`` / ``posenc.keras.tasks``, under the same rules.
+SUBMODULES = {"diagnostics": (td, kd), "tasks": (tt, kt), "bugs": (tb, kb)}
 REQUIRED = inspect.Parameter.empty
 POS = "positional"      # positional-or-keyword
 KW = "keyword-only"
@@ -123,13 +137,30 @@ CONTRACT = {
 # class whose constructor the contract leaves open). When a face exports one, move it
 # to CONTRACT.
 PLANNED = {
+    # Multimodal RoPE (Qwen2-VL / Qwen3-VL); the positions' builder has an open signature.
+    "apply_mrope": [p("x"), p("positions"), p("inv_freq"), kw("sections"),
+                    kw("arrangement", "chunked"), kw("layout", "half")],
+    "mrope_positions": None,
+    # Hugging Face configs: the framework-free reader and the layer's constructor.
+    "posenc.rotary.hf_rope": [p("config"), kw("layer_type", None)],
+    "RotaryEmbedding.from_hf_config": [p("config"), kw("layer_type", None)],
+}
+
+# Signatures the contract changes in this round: the current one differs until the change
+# lands (a test below fails then: move the new signature into CONTRACT).
+PLANNED_SIGNATURES = {
+    "resize_table_2d": [p("table"), p("old_hw"), p("new_hw"), kw("prefix_tokens", 0),
+                        kw("mode", "bicubic"), kw("antialias", True)],
 }
 
 # Backticked names in the contract's text that are not posenc's: a formula's clip, Keras
 # methods, Python's own.
 NOT_POSENC = {"clip", "get_config", "from_config", "model.save", "ValueError", "None"}
 
-API_MD = Path(__file__).resolve().parents[2] / "shared" / "API.md"
+# The contract's text lives beside the repository (``../shared/API.md``), where CI's clone
+# has it too; POSENC_CONTRACT names another place.
+API_MD = Path(os.environ.get("POSENC_CONTRACT")
+              or Path(__file__).resolve().parents[2] / "shared" / "API.md")
 
 
 def parameters(face: str, obj) -> list[tuple]:
@@ -189,27 +220,271 @@ def test_documented(name, face):
     assert "Args:" in doc or "Call arguments:" in doc, f"{face}: {name} has no Args section"
 
 
+# The cases that fail only because renames other branches make are still in flight
+# (``position_weights()``, ``slopes``, ``relative_position_index``, ``dropout`` as a rate):
+# marked with this, and unmarked when those land.
+PENDING = pytest.mark.xfail(strict=True, reason="lands with the attn/index branches")
+
+
 # --------------------------------------------------------------------------- the planned names
+
+def lookup(face: str, name: str):
+    """A planned name in a face: ``apply_mrope``, ``RotaryEmbedding.from_hf_config``, or a
+    framework-free ``posenc.<family>.<name>`` (the same object for both faces); ``None``
+    when it does not exist yet."""
+    if name.startswith("posenc."):
+        module, _, attr = name.rpartition(".")
+        return getattr(importlib.import_module(module), attr, None)
+    owner, _, attr = name.rpartition(".")
+    obj = getattr(FACES[face], owner, None) if owner else FACES[face]
+    return getattr(obj, attr, None) if obj is not None else None
+
 
 def test_planned_and_contract_do_not_overlap():
     assert not set(PLANNED) & set(CONTRACT)
+    assert set(PLANNED_SIGNATURES) <= set(CONTRACT)
 
 
-def test_planned_names_not_exported_yet():
-    landed = {name: [face for face in FACES
-                     if name in exported(face) or hasattr(FACES[face], name)]
-              for name in PLANNED}
-    landed = {name: faces for name, faces in landed.items() if faces}
-    assert not landed, (
-        f"{landed} have landed: move them from PLANNED to CONTRACT in tests/test_contract.py "
-        "(with their signatures) and give each class a row in the layer table "
-        "(tests/test_layers.py)")
+@pytest.mark.parametrize("face", FACES)
+@pytest.mark.parametrize("name", sorted(PLANNED))
+def test_planned_names_not_exported_yet(name, face):
+    assert name not in exported(face) and lookup(face, name) is None, (
+        f"{name} has landed in {face}: move it from PLANNED to CONTRACT in "
+        "tests/test_contract.py (with its signature) and give each class a row in the layer "
+        "table (tests/test_layers.py)")
+
+
+@pytest.mark.parametrize("face", FACES)
+@pytest.mark.parametrize("name", sorted(PLANNED_SIGNATURES))
+def test_planned_signatures_not_in_force_yet(name, face):
+    assert parameters(face, getattr(FACES[face], name)) != PLANNED_SIGNATURES[name], (
+        f"{name}'s new signature has landed in {face}: move it from PLANNED_SIGNATURES to "
+        "CONTRACT in tests/test_contract.py")
 
 
 def test_every_call_in_the_contract_text_is_tested_or_planned():
     if not API_MD.exists():
-        pytest.skip("the contract's text is not in this checkout")
-    names = set(re.findall(r"`([A-Za-z_][\w.]*)\(", API_MD.read_text()))
-    classes = set(re.findall(r"`([A-Z]\w+)`", API_MD.read_text()))
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the contract's text {API_MD} is missing: CI checks out shared/ "
+                        "beside the repository")
+        pytest.skip(f"the contract's text is not beside this checkout ({API_MD}); "
+                    "set POSENC_CONTRACT to its path")
+    text = API_MD.read_text()
+    names = set(re.findall(r"`([A-Za-z_][\w.]*)\(", text))
+    classes = set(re.findall(r"`([A-Z]\w+)`", text))
     unknown = (names | classes) - set(CONTRACT) - set(PLANNED) - NOT_POSENC
     assert not unknown, f"add these names of the contract to CONTRACT or PLANNED: {unknown}"
+
+
+# --------------------------------------------------------------------------- the modules not re-exported
+
+def _submodule_params():
+    for module, (torch_module, keras_module) in SUBMODULES.items():
+        assert torch_module.__all__ == keras_module.__all__, module
+        for name in torch_module.__all__:
+            pending = (module, name) == ("diagnostics", "GradientMonitor")  # position_weights
+            yield pytest.param(module, name, marks=PENDING if pending else (),
+                               id=f"{module}.{name}")
+
+
+@pytest.mark.parametrize("module, name", _submodule_params())
+def test_submodules_export_the_same_names_with_one_signature(module, name):
+    torch_module, keras_module = SUBMODULES[module]
+    assert name in keras_module.__all__
+    t, k = getattr(torch_module, name), getattr(keras_module, name)
+    assert ([q for q in parameters("torch", t) if q[0] not in FRAMEWORK_ARGUMENTS]
+            == [q for q in parameters("keras", k) if q[0] not in FRAMEWORK_ARGUMENTS])
+
+
+@pytest.mark.parametrize("face", [pytest.param("torch", marks=PENDING), "keras"])
+def test_gradient_monitor_takes_position_weights(face):
+    monitor = (td if face == "torch" else kd).GradientMonitor
+    names = [n for n, _, _ in parameters(face, monitor)]
+    assert names[:2] == ["model", "position_weights"]
+
+
+# --------------------------------------------------------------------------- the classes' members
+
+# What each framework imposes, and nothing else: a name here may exist in one face only.
+FRAMEWORK = {
+    # PyTorch's nn.Module protocol: the computation, the printed summary, re-initialisation.
+    "torch": {"forward", "extra_repr", "reset_parameters"},
+    # Keras' Layer protocol: the computation, building weights, serialisation, shape inference,
+    # and the seeded random state and dropout layers Keras needs where PyTorch draws from
+    # torch's generator with a functional call.
+    "keras": {"call", "build", "get_config", "from_config", "compute_output_shape",
+              "compute_output_spec", "seed_generator", "weights_dropout",
+              # keras.Model's compile/fit state (Transformer is a Model)
+              "compiled", "loss", "predict_function", "test_function", "train_function",
+              "steps_per_execution", "unrolled_steps_per_execution"},
+}
+# Per class: GradientMonitor collects gradients with backward hooks in PyTorch (``step``
+# reads them, ``remove`` detaches the hooks) and with the backend's autodiff in Keras
+# (``gradients`` computes them).
+# RegularizedEncoding keeps its ``seed`` for ``get_config`` in Keras; PyTorch seeds the
+# wrapped regularisers' generators at construction and needs no copy.
+FRAMEWORK_MEMBERS = {"GradientMonitor": {"torch": {"step", "remove"}, "keras": {"gradients"}},
+                     "RegularizedEncoding": {"keras": {"seed"}}}
+# Arguments one framework imposes: Keras passes ``training`` to a call, PyTorch reads the
+# module's ``training`` flag; PyTorch's hooks run the monitor's step automatically.
+FRAMEWORK_ARGUMENTS = {"training", "auto_step"}
+
+# Divergences that no framework imposes, still to be aligned (see the architecture review):
+# each must still diverge (a test below fails once it is aligned: remove it here then).
+NOT_ALIGNED_YET = {
+    ("Transformer", "settings"): "torch",          # the model's settings, Keras has none
+    ("Transformer", "embedding_dropout"): "keras",  # torch: one dropout module
+}
+
+# The renames in flight: the member every face will have, and its kind.
+RENAMED = {
+    ("MultiHeadAttention", "position_weights"): "method",
+    ("Transformer", "position_weights"): "method",
+    ("ALiBiBias", "slopes"): "tensor",
+    ("SwinRelativeBias", "relative_position_index"): "tensor",
+    ("Transformer", "dropout"): "float",
+    ("MultiHeadAttention", "dropout"): "float",
+}
+# (class, face) pairs that fail only because of the renames above, until they land.
+PENDING_CLASSES = {"MultiHeadAttention", "Transformer", "ALiBiBias", "SwinRelativeBias"}
+PENDING_RENAMES = {("MultiHeadAttention", "position_weights", "torch"),
+                   ("MultiHeadAttention", "position_weights", "keras"),
+                   ("Transformer", "position_weights", "torch"),
+                   ("Transformer", "position_weights", "keras"),
+                   ("ALiBiBias", "slopes", "keras"),
+                   ("SwinRelativeBias", "relative_position_index", "keras"),
+                   ("Transformer", "dropout", "torch")}
+
+# Small instances of every class (the attributes set in the constructor are members too).
+INSTANCES = {
+    "SinusoidalEncoding": ((8,), {}), "LearnedEncoding": ((16, 8), {}),
+    "HybridEncoding": ((16, 8), {}), "LowRankEncoding": ((16, 8), {"rank": 2}),
+    "EncodingDropout": ((0.1,), {}), "ChannelDropout": ((0.1,), {}),
+    "GaussianNoise": ((0.1,), {}), "ContinuousTimeEncoding": ((8,), {}),
+    "Time2Vec": ((8,), {}), "HierarchicalEncoding": ((3, 4, 8), {}),
+    "MultimodalEncoding": ((8,), {"num_modalities": 2, "max_len": 16}),
+    "LaplacianEncoding": ((4, 8), {}), "ALiBiBias": ((2,), {}), "T5RelativeBias": ((2,), {}),
+    "SwinRelativeBias": ((2, (3, 4)), {}), "ShawRelativeAttention": ((8, 2, 3), {}),
+    "RotaryEmbedding": ((16,), {}), "RotaryEmbedding2D": ((16, (3, 4)), {}),
+    "MultiHeadAttention": ((8, 2), {}), "Transformer": ((11,), {}),
+}
+
+
+def _instance(face: str, name: str):
+    if name == "RegularizedEncoding":
+        return FACES[face].RegularizedEncoding(FACES[face].SinusoidalEncoding(8), dropout=0.1)
+    args, kwargs = INSTANCES[name]
+    return getattr(FACES[face], name)(*args, **kwargs)
+
+
+def kind(value) -> str:
+    """What a member is, in words both faces share."""
+    if isinstance(value, property):
+        return "property"
+    if isinstance(value, (classmethod, staticmethod)) or inspect.isfunction(value):
+        return "method"
+    if isinstance(value, (torch.Tensor, keras.Variable, np.ndarray)) or keras.ops.is_tensor(value):
+        return "tensor"
+    if isinstance(value, (torch.nn.Module, keras.layers.Layer)):
+        return "layer"
+    if isinstance(value, (list, tuple)) or type(value).__name__ == "TrackedList":
+        return "sequence"
+    if isinstance(value, dict) or type(value).__name__ == "TrackedDict":
+        return "mapping"
+    return type(value).__name__
+
+
+def members(face: str, cls, instance=None) -> dict[str, str]:
+    """Public name -> kind, for what posenc defines (the framework's base classes excluded)."""
+    out: dict[str, str] = {}
+    for klass in cls.__mro__:
+        if klass.__module__.startswith("posenc"):
+            for name, value in vars(klass).items():
+                if not name.startswith("_"):
+                    out.setdefault(name, kind(value))
+    if instance is not None:
+        base = next(k for k in cls.__mro__ if not k.__module__.startswith("posenc"))
+        inherited = set(vars(base()))
+        names = {n for n in vars(instance) if n not in inherited}
+        if face == "torch":
+            names |= {*instance._parameters, *instance._buffers, *instance._modules}
+        for name in names:
+            if not name.startswith("_") and name not in out:
+                out[name] = kind(getattr(instance, name))
+    for name in FRAMEWORK[face] | FRAMEWORK_MEMBERS.get(cls.__name__, {}).get(face, set()):
+        out.pop(name, None)
+    return {n: k for n, k in out.items() if (cls.__name__, n) not in NOT_ALIGNED_YET}
+
+
+def method_parameters(face: str, cls, name: str) -> list[tuple]:
+    method = inspect.getattr_static(cls, name)
+    method = method.__func__ if isinstance(method, (classmethod, staticmethod)) else method
+    return [(n, d) for n, _, d in parameters(face, method) if n not in FRAMEWORK_ARGUMENTS]
+
+
+def classes():
+    rows = [(name, getattr(pt, name), getattr(pk, name)) for name in pt.__all__
+            if inspect.isclass(getattr(pt, name))]
+    for module, (torch_module, keras_module) in SUBMODULES.items():
+        rows += [(name, getattr(torch_module, name), getattr(keras_module, name))
+                 for name in torch_module.__all__ if inspect.isclass(getattr(torch_module, name))]
+    return rows
+
+
+CLASSES = {name: (t, k) for name, t, k in classes()}
+
+
+def _class_param(name):
+    return pytest.param(name, marks=PENDING) if name in PENDING_CLASSES else name
+
+
+@pytest.mark.parametrize("name", [_class_param(n) for n in CLASSES])
+def test_classes_have_the_same_public_members_of_one_kind(name):
+    t, k = CLASSES[name]
+    instances = ((_instance("torch", name), _instance("keras", name)) if name in INSTANCES
+                 or name == "RegularizedEncoding" else (None, None))
+    got_t, got_k = members("torch", t, instances[0]), members("keras", k, instances[1])
+    assert sorted(set(got_t) - set(got_k)) == [], f"{name}: members only the torch face has"
+    assert sorted(set(got_k) - set(got_t)) == [], f"{name}: members only the Keras face has"
+    kinds = {n: (got_t[n], got_k[n]) for n in got_t if got_t[n] != got_k[n]}
+    assert not kinds, f"{name}: members of different kinds (torch, keras): {kinds}"
+
+
+@pytest.mark.parametrize("name", list(CLASSES))
+def test_public_methods_have_one_signature(name):
+    t, k = CLASSES[name]
+    shared = {n for n, kd_ in members("torch", t).items() if kd_ == "method"} & {
+        n for n, kd_ in members("keras", k).items() if kd_ == "method"}
+    for method in sorted(shared):
+        assert method_parameters("torch", t, method) == method_parameters("keras", k, method), (
+            f"{name}.{method}")
+    if issubclass(t, torch.nn.Module):
+        # the computation: forward and call take the same arguments with the same defaults
+        assert method_parameters("torch", t, "forward") == method_parameters("keras", k, "call")
+
+
+@pytest.mark.parametrize("cls, member", sorted(NOT_ALIGNED_YET))
+def test_divergences_not_aligned_yet_still_diverge(cls, member):
+    face = NOT_ALIGNED_YET[(cls, member)]
+    other = "keras" if face == "torch" else "torch"
+    have = {f: hasattr(_instance(f, cls), member) for f in FACES}
+    assert have[face] and not have[other], (
+        f"{cls}.{member} is aligned now: remove it from NOT_ALIGNED_YET")
+
+
+def _rename_params():
+    for (cls, member), want in sorted(RENAMED.items()):
+        for face in FACES:
+            marks = PENDING if (cls, member, face) in PENDING_RENAMES else ()
+            yield pytest.param(cls, member, want, face, marks=marks, id=f"{cls}.{member}-{face}")
+
+
+@pytest.mark.parametrize("cls, member, want, face", _rename_params())
+def test_renamed_members_have_one_name_and_kind(cls, member, want, face):
+    instance = _instance(face, cls)
+    static = inspect.getattr_static(type(instance), member, None)
+    if static is not None and kind(static) in ("method", "property"):
+        assert kind(static) == want
+    else:
+        assert hasattr(instance, member), f"{face}: {cls} has no {member}"
+        assert kind(getattr(instance, member)) == want

@@ -237,6 +237,8 @@ def test_probe_on_a_model_sees_the_encoding():
 
 # --------------------------------------------------------------------------- gradients
 
+# Keras's GradientMonitor refuses the JAX backend (its gradients need a stateless call of the model).
+
 
 def test_gradient_log_ratio_is_per_weight_rms():
     log = dg.GradientLog()

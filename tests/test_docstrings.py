@@ -5,7 +5,7 @@ from __future__ import annotations
 import doctest
 import importlib
 
-import keras  # noqa: F401  (marks this module: it runs again under KERAS_BACKEND=torch)
+import keras  # noqa: F401  (the Keras face's examples are marked keras by their module name)
 import pytest
 
 MODULES = [

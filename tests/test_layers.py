@@ -10,8 +10,8 @@ also runs the draw-independent checks in training mode). The scheme's test file 
 only the scheme's own properties.
 
 Every check that uses the Keras face is marked ``keras`` (run again under
-``KERAS_BACKEND=torch``); the PyTorch-only ones run once. This module does not import
-``keras`` itself, so the marks are explicit.
+``KERAS_BACKEND=jax`` and ``KERAS_BACKEND=torch``); the PyTorch-only ones run once. The
+marks are explicit, on the ``face`` parameter.
 """
 
 from __future__ import annotations

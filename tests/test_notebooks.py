@@ -36,8 +36,10 @@ def _cells(nb):
              json.dumps(c.metadata.get("mystnb", {}), sort_keys=True)) for c in nb.cells]
 
 
-def test_there_are_chapters():
-    assert len(SOURCES) >= 1
+def test_the_chapters_are_the_tocs_notebooks_in_order():
+    # the tests below are parametrized by SOURCES: an empty or partial glob would skip them
+    chapters = [f for f in _toc_files(TOC) if f.startswith("notebooks/")]
+    assert [f"notebooks/{md.stem}" for md in SOURCES] == chapters
 
 
 @pytest.mark.parametrize("md", SOURCES, ids=lambda p: p.name)
@@ -132,6 +134,34 @@ def test_config_builds_from_md_and_links_colab_to_ipynb():
     # executed once, then cached in the (ignored) build folder; CI builds from a clean _build
     assert CONFIG["execute"]["execute_notebooks"] == "cache"
     assert CONFIG["execute"]["cache"].startswith("_build/")
+
+
+def _make_recipe(target: str) -> list[str]:
+    lines = (ROOT / "Makefile").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{target}:"))
+    recipe = []
+    for line in lines[start + 1:]:
+        if not line.startswith("\t"):
+            break
+        recipe.append(line.strip())
+    return recipe
+
+
+def test_make_test_executes_every_notebook_once_from_scratch_with_errors_fatal():
+    # `make test` (the README's command, which CI runs) builds the book from a clean _build,
+    # so no cached output stands in for an execution, and a cell that raises fails it: the
+    # execution is not allowed to err, and -W turns the failed execution's warning into a failure
+    assert CONFIG["execute"]["allow_errors"] is False
+    assert CONFIG["execute"]["show_tb"] is True     # the failing cell's traceback in the log
+    assert _make_recipe("test") == [] and "test-notebooks" in (
+        (ROOT / "Makefile").read_text().split("\ntest:", 1)[1].splitlines()[0])
+    recipe = _make_recipe("test-notebooks")
+    assert recipe[0] == "rm -rf _build"
+    assert any("jupyter-book build . -W" in line for line in recipe)
+    # CI runs `make test` and checks the site it built, without a second execution
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "make test\n" in ci and "make test-site" in ci
+    assert "make book" not in ci and "nbval" not in ci
 
 
 def test_requirements_are_pinned():

@@ -66,10 +66,14 @@ def test_any_positions_shape_and_dtype(shape, dim, layout, base, dtype, seed):
         positions = rng.integers(-1000, 5000, size=shape).astype(dtype)
     else:
         positions = rng.uniform(-1000.0, 5000.0, size=shape).astype(dtype)
-    expected = ref.sinusoidal(positions, dim, base, layout)
-    want_dtype = "float32" if dtype.startswith("int") else dtype
     for face in FACES:
-        out = FACES[face].sinusoidal(tensor(face, positions), dim, base=base, layout=layout)
+        # float positions keep the dtype the face holds them in: float32 for float64 on JAX
+        # without x64, where the reference reads the float32 positions
+        held = tensor(face, positions)
+        want_dtype = "float32" if dtype.startswith("int") else dtype_name(held)
+        expected = ref.sinusoidal(positions.astype(want_dtype) if dtype.startswith("float")
+                                  else positions, dim, base, layout)
+        out = FACES[face].sinusoidal(held, dim, base=base, layout=layout)
         assert tuple(out.shape) == (*shape, dim), face
         assert dtype_name(out) == want_dtype, face
         np.testing.assert_allclose(numpy(out), expected, atol=1e-6, err_msg=face)
@@ -95,6 +99,25 @@ def test_float32_result_is_accurate_near_a_million(face, dtype):
     # The naive float32 computation misses by far more: the test can fail.
     naive = ref.naive_float32_sinusoidal(positions, 64)
     assert np.abs(naive.astype(np.float64) - expected).max() > 2e-3
+
+
+@pytest.mark.parametrize("dtype", ["int64", "float32"])
+def test_near_a_million_only_the_final_rounding_is_lost(face, dtype):
+    # chapter 2's claim: float64 angles (in NumPy on JAX without x64), one float32 rounding
+    positions = (10**6 + np.arange(0, 2000, 7)).astype(dtype)
+    out = FACES[face].sinusoidal(tensor(face, positions), 64)
+    assert np.abs(numpy(out) - ref.sinusoidal(positions, 64)).max() < 1e-7
+
+
+@pytest.mark.keras
+def test_inside_jax_jit_the_angles_are_float32_within_the_stated_bound():
+    if keras.backend.backend() != "jax":
+        pytest.skip("jax.jit runs on the JAX backend only")
+    import jax
+    positions = (10**6 + np.arange(0, 2000, 7)).astype(np.float32)
+    out = jax.jit(lambda p: pk.sinusoidal(p, 64))(positions)
+    error = np.abs(numpy(out) - ref.sinusoidal(positions, 64)).max()
+    assert 1e-7 < error < 6e-8 * 10**6 + 1e-6  # the docstring's bound: position * 6e-8
 
 
 # ---------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""posenc's Keras 3 face: Keras 3 layers and functions written with ``keras.ops`` (any backend; tested on TensorFlow and PyTorch).
+"""posenc's Keras 3 face: Keras 3 layers and functions written with ``keras.ops`` (any backend; tested on TensorFlow, JAX and PyTorch).
 
 Mirrors :mod:`posenc.torch` name for name: the same modules, the same public
 names in the same order, the same arguments and numbers. One family, one name,

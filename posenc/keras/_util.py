@@ -109,6 +109,25 @@ def wide_dtype() -> str:
     return dtype_of(ops.convert_to_tensor(np.zeros((), np.float64)))
 
 
+def on_host(*tensors):
+    """The tensors as float64 NumPy arrays where the backend computes no float64, else ``None``.
+
+    On JAX without x64 every float is float32, so the float64 arithmetic of the
+    angles and resampling runs in NumPy instead, for tensors that have values.
+    ``None`` on the other backends (they compute float64 themselves) and for
+    traced tensors (``jax.jit``, as inside ``fit`` and ``predict``): there the
+    arithmetic stays in float32.
+    """
+    if wide_dtype() == "float64":
+        return None
+    try:
+        return [np.asarray(ops.convert_to_numpy(t) if ops.is_tensor(t)
+                           or isinstance(t, keras.Variable) else t, np.float64)
+                for t in tensors]
+    except (TypeError, NotImplementedError):  # a JAX tracer has no value
+        return None
+
+
 def result_dtype(positions) -> str:
     """Float positions keep their dtype; integer positions give float32."""
     dtype = dtype_of(positions)

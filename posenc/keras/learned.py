@@ -7,6 +7,7 @@ suggests when a sequence does not fit) is ``posenc/learned.py``.
 from __future__ import annotations
 
 import keras
+import numpy as np
 from keras import ops
 
 from posenc._checks import (
@@ -18,7 +19,7 @@ from posenc._checks import (
     check_rank,
     check_seed,
 )
-from posenc.keras._util import AdditiveEncoding, as_numpy, dtype_of, wide_dtype
+from posenc.keras._util import AdditiveEncoding, as_numpy, dtype_of, on_host, wide_dtype
 from posenc.keras.sinusoidal import sinusoidal
 from posenc.learned import (
     HYBRID_TOO_SHORT,
@@ -58,6 +59,9 @@ def _apply(matrix, table):
     ``ops.einsum``, not ``ops.matmul``: Keras' matmul rounds float64 to float32
     on the PyTorch and JAX backends.
     """
+    host = on_host(table)
+    if host is not None:  # JAX without x64: the float64 product in NumPy
+        return ops.convert_to_tensor(np.tensordot(matrix, host[0], axes=1).astype(np.float32))
     wide = wide_dtype()
     return ops.einsum("nk,k...->n...", ops.convert_to_tensor(matrix.astype(wide)),
                       ops.cast(table, wide))

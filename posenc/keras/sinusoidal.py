@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import keras
+import numpy as np
 from keras import ops
 
 from posenc._checks import check_base, check_even_dim, check_layout, check_numeric_dtype
@@ -12,6 +13,7 @@ from posenc.keras._util import (
     AdditiveEncoding,
     as_positions,
     dtype_of,
+    on_host,
     result_dtype,
     wide_dtype,
 )
@@ -32,9 +34,10 @@ def sinusoidal(positions, dim: int, *, base: float = 10000.0, layout: str = "int
     ``PE[p, 2i] = sin(p * w_i)`` and ``PE[p, 2i+1] = cos(p * w_i)`` with
     ``w_i = base ** (-2i / dim)``. Positions may be integers or floats of any
     shape; there is no maximum length. The angles are computed in float64
-    (float32 on JAX without x64), so the result stays accurate at positions
-    near a million, then cast to the positions' dtype (float32 for integer
-    positions).
+    (in NumPy on JAX without x64; inside ``jax.jit`` there, in float32, which
+    is off by up to about ``position * 6e-8``), so the result stays accurate at
+    positions near a million, then cast to the positions' dtype (float32 for
+    integer positions).
 
     Args:
         positions: an int ``n`` (meaning ``0 .. n-1``) or a tensor of positions
@@ -60,6 +63,13 @@ def sinusoidal(positions, dim: int, *, base: float = 10000.0, layout: str = "int
     layout = check_layout(layout, what="sinusoidal")
     base = check_base(base, what="sinusoidal")
     pos = as_positions(positions, what="sinusoidal")
+    host = on_host(pos if isinstance(positions, int) else positions)
+    if host is not None:  # JAX without x64: the float64 angles in NumPy
+        angles = host[0][..., None] * sinusoidal_inv_freq(dim, base)
+        sin, cos = np.sin(angles), np.cos(angles)
+        out = (np.stack((sin, cos), axis=-1).reshape(*sin.shape[:-1], dim)
+               if layout == "interleaved" else np.concatenate((sin, cos), axis=-1))
+        return ops.cast(ops.convert_to_tensor(out.astype(np.float32)), result_dtype(pos))
     wide = wide_dtype()
     inv_freq = ops.convert_to_tensor(sinusoidal_inv_freq(dim, base).astype(wide))
     angles = ops.expand_dims(ops.cast(pos, wide), -1) * inv_freq
@@ -206,7 +216,8 @@ def coordinate_encoding(coords, dim: int, *, scale=2 * math.pi, base: float = 10
     width = check_coordinate_width(dim, num, what=what)
     scales = check_coordinate_scale(scale, num, what=what)
     base, layout = check_base(base, what=what), check_layout(layout, what=what)
-    wide = ops.cast(coords, wide_dtype())
+    host = on_host(coords)  # JAX without x64: the float64 scaling in NumPy
+    wide = host[0] if host is not None else ops.cast(coords, wide_dtype())
     blocks = [sinusoidal(wide[..., c] * scales[c], width, base=base, layout=layout)
               for c in range(num)]
     return ops.cast(ops.concatenate(blocks, axis=-1), result_dtype(coords))

@@ -24,7 +24,7 @@ from posenc._checks import (
     check_layout,
     check_positive_int,
 )
-from posenc.keras._util import AdditiveEncoding, as_positions, wide_dtype
+from posenc.keras._util import AdditiveEncoding, as_positions, on_host, wide_dtype
 from posenc.keras.sinusoidal import sinusoidal
 from posenc.time import check_time_scale
 
@@ -103,8 +103,9 @@ class ContinuousTimeEncoding(_TimeEncoding):
 
     def encoding(self, timestamps):
         """``P`` (float32) of shape ``(*timestamps.shape, dim)``."""
-        wide = wide_dtype()
-        t = ops.cast(self._timestamps(timestamps), wide) / self.time_scale
+        host = on_host(self._timestamps(timestamps))  # JAX without x64: float64 in NumPy
+        t = (host[0] if host is not None
+             else ops.cast(self._timestamps(timestamps), wide_dtype())) / self.time_scale
         return ops.cast(sinusoidal(t, self.dim, base=self.base, layout=self.layout), "float32")
 
     def get_config(self):
