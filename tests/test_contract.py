@@ -141,16 +141,17 @@ PLANNED = {
     "apply_mrope": [p("x"), p("positions"), p("inv_freq"), kw("sections"),
                     kw("arrangement", "chunked"), kw("layout", "half")],
     "mrope_positions": None,
-    # Hugging Face configs: the framework-free reader and the layer's constructor.
-    "posenc.rotary.hf_rope": [p("config"), kw("layer_type", None)],
-    "RotaryEmbedding.from_hf_config": [p("config"), kw("layer_type", None)],
 }
 
-# Signatures the contract changes in this round: the current one differs until the change
-# lands (a test below fails then: move the new signature into CONTRACT).
-PLANNED_SIGNATURES = {
-    "resize_table_2d": [p("table"), p("old_hw"), p("new_hw"), kw("prefix_tokens", 0),
-                        kw("mode", "bicubic"), kw("antialias", True)],
+# The contract's names that are not face exports: a framework-free function
+# (``posenc.<family>.<name>``, one object for both faces) or a class's method, with their
+# signatures.
+CONTRACT_MEMBERS = {
+    # Hugging Face configs: the framework-free reader and the layer's constructor.
+    "posenc.rotary.hf_rope": [p("config"), kw("layer_type", None)],
+    # ``**kwargs``: the layer's other constructor arguments (layout, max_len, ...)
+    "RotaryEmbedding.from_hf_config": [p("config"), kw("layer_type", None),
+                                       p("kwargs", REQUIRED, "VAR_KEYWORD")],
 }
 
 # Backticked names in the contract's text that are not posenc's: a formula's clip, Keras
@@ -220,12 +221,6 @@ def test_documented(name, face):
     assert "Args:" in doc or "Call arguments:" in doc, f"{face}: {name} has no Args section"
 
 
-# The cases that fail only because renames other branches make are still in flight
-# (``position_weights()``, ``slopes``, ``relative_position_index``, ``dropout`` as a rate):
-# marked with this, and unmarked when those land.
-PENDING = pytest.mark.xfail(strict=True, reason="lands with the attn/index branches")
-
-
 # --------------------------------------------------------------------------- the planned names
 
 def lookup(face: str, name: str):
@@ -241,8 +236,7 @@ def lookup(face: str, name: str):
 
 
 def test_planned_and_contract_do_not_overlap():
-    assert not set(PLANNED) & set(CONTRACT)
-    assert set(PLANNED_SIGNATURES) <= set(CONTRACT)
+    assert not set(PLANNED) & (set(CONTRACT) | set(CONTRACT_MEMBERS))
 
 
 @pytest.mark.parametrize("face", FACES)
@@ -255,11 +249,11 @@ def test_planned_names_not_exported_yet(name, face):
 
 
 @pytest.mark.parametrize("face", FACES)
-@pytest.mark.parametrize("name", sorted(PLANNED_SIGNATURES))
-def test_planned_signatures_not_in_force_yet(name, face):
-    assert parameters(face, getattr(FACES[face], name)) != PLANNED_SIGNATURES[name], (
-        f"{name}'s new signature has landed in {face}: move it from PLANNED_SIGNATURES to "
-        "CONTRACT in tests/test_contract.py")
+@pytest.mark.parametrize("name", sorted(CONTRACT_MEMBERS))
+def test_contract_member_has_the_contract_signature(name, face):
+    obj = lookup(face, name)
+    assert obj is not None, f"{face}: {name} does not exist"
+    assert parameters(face, obj) == CONTRACT_MEMBERS[name]
 
 
 def test_every_call_in_the_contract_text_is_tested_or_planned():
@@ -272,7 +266,7 @@ def test_every_call_in_the_contract_text_is_tested_or_planned():
     text = API_MD.read_text()
     names = set(re.findall(r"`([A-Za-z_][\w.]*)\(", text))
     classes = set(re.findall(r"`([A-Z]\w+)`", text))
-    unknown = (names | classes) - set(CONTRACT) - set(PLANNED) - NOT_POSENC
+    unknown = (names | classes) - set(CONTRACT) - set(CONTRACT_MEMBERS) - set(PLANNED) - NOT_POSENC
     assert not unknown, f"add these names of the contract to CONTRACT or PLANNED: {unknown}"
 
 
@@ -282,9 +276,7 @@ def _submodule_params():
     for module, (torch_module, keras_module) in SUBMODULES.items():
         assert torch_module.__all__ == keras_module.__all__, module
         for name in torch_module.__all__:
-            pending = (module, name) == ("diagnostics", "GradientMonitor")  # position_weights
-            yield pytest.param(module, name, marks=PENDING if pending else (),
-                               id=f"{module}.{name}")
+            yield pytest.param(module, name, id=f"{module}.{name}")
 
 
 @pytest.mark.parametrize("module, name", _submodule_params())
@@ -296,7 +288,7 @@ def test_submodules_export_the_same_names_with_one_signature(module, name):
             == [q for q in parameters("keras", k) if q[0] not in FRAMEWORK_ARGUMENTS])
 
 
-@pytest.mark.parametrize("face", [pytest.param("torch", marks=PENDING), "keras"])
+@pytest.mark.parametrize("face", FACES)
 def test_gradient_monitor_takes_position_weights(face):
     monitor = (td if face == "torch" else kd).GradientMonitor
     names = [n for n, _, _ in parameters(face, monitor)]
@@ -318,25 +310,20 @@ FRAMEWORK = {
               "compiled", "loss", "predict_function", "test_function", "train_function",
               "steps_per_execution", "unrolled_steps_per_execution"},
 }
-# Per class: GradientMonitor collects gradients with backward hooks in PyTorch (``step``
-# reads them, ``remove`` detaches the hooks) and with the backend's autodiff in Keras
-# (``gradients`` computes them).
+# Per class: GradientMonitor collects gradients with backward hooks in PyTorch (``remove``
+# detaches the hooks) and with the backend's autodiff in Keras (``gradients`` computes them);
+# both close a record with ``step``.
 # RegularizedEncoding keeps its ``seed`` for ``get_config`` in Keras; PyTorch seeds the
 # wrapped regularisers' generators at construction and needs no copy.
-FRAMEWORK_MEMBERS = {"GradientMonitor": {"torch": {"step", "remove"}, "keras": {"gradients"}},
+FRAMEWORK_MEMBERS = {"GradientMonitor": {"torch": {"remove"}, "keras": {"gradients"}},
                      "RegularizedEncoding": {"keras": {"seed"}}}
 # Arguments one framework imposes: Keras passes ``training`` to a call, PyTorch reads the
-# module's ``training`` flag; PyTorch's hooks run the monitor's step automatically.
-FRAMEWORK_ARGUMENTS = {"training", "auto_step"}
+# module's ``training`` flag; PyTorch's hooks run the monitor's step automatically, and only
+# the optimizer tells them where an optimiser step ends (``optimizer``), while the Keras
+# monitor computes each step's gradients itself.
+FRAMEWORK_ARGUMENTS = {"training", "auto_step", "optimizer"}
 
-# Divergences that no framework imposes, still to be aligned (see the architecture review):
-# each must still diverge (a test below fails once it is aligned: remove it here then).
-NOT_ALIGNED_YET = {
-    ("Transformer", "settings"): "torch",          # the model's settings, Keras has none
-    ("Transformer", "embedding_dropout"): "keras",  # torch: one dropout module
-}
-
-# The renames in flight: the member every face will have, and its kind.
+# Members the two faces once named or typed differently: the one name and kind both have now.
 RENAMED = {
     ("MultiHeadAttention", "position_weights"): "method",
     ("Transformer", "position_weights"): "method",
@@ -345,16 +332,6 @@ RENAMED = {
     ("Transformer", "dropout"): "float",
     ("MultiHeadAttention", "dropout"): "float",
 }
-# (class, face) pairs that fail only because of the renames above, until they land.
-PENDING_CLASSES = {"MultiHeadAttention", "Transformer", "ALiBiBias", "SwinRelativeBias"}
-PENDING_RENAMES = {("MultiHeadAttention", "position_weights", "torch"),
-                   ("MultiHeadAttention", "position_weights", "keras"),
-                   ("Transformer", "position_weights", "torch"),
-                   ("Transformer", "position_weights", "keras"),
-                   ("ALiBiBias", "slopes", "keras"),
-                   ("SwinRelativeBias", "relative_position_index", "keras"),
-                   ("Transformer", "dropout", "torch")}
-
 # Small instances of every class (the attributes set in the constructor are members too).
 INSTANCES = {
     "SinusoidalEncoding": ((8,), {}), "LearnedEncoding": ((16, 8), {}),
@@ -385,9 +362,12 @@ def kind(value) -> str:
         return "method"
     if isinstance(value, (torch.Tensor, keras.Variable, np.ndarray)) or keras.ops.is_tensor(value):
         return "tensor"
+    if isinstance(value, torch.nn.ModuleList):
+        return "sequence"
     if isinstance(value, (torch.nn.Module, keras.layers.Layer)):
         return "layer"
-    if isinstance(value, (list, tuple)) or type(value).__name__ == "TrackedList":
+    if (isinstance(value, (list, tuple))
+            or type(value).__name__ == "TrackedList"):
         return "sequence"
     if isinstance(value, dict) or type(value).__name__ == "TrackedDict":
         return "mapping"
@@ -413,13 +393,16 @@ def members(face: str, cls, instance=None) -> dict[str, str]:
                 out[name] = kind(getattr(instance, name))
     for name in FRAMEWORK[face] | FRAMEWORK_MEMBERS.get(cls.__name__, {}).get(face, set()):
         out.pop(name, None)
-    return {n: k for n, k in out.items() if (cls.__name__, n) not in NOT_ALIGNED_YET}
+    return out
 
 
 def method_parameters(face: str, cls, name: str) -> list[tuple]:
     method = inspect.getattr_static(cls, name)
     method = method.__func__ if isinstance(method, (classmethod, staticmethod)) else method
-    return [(n, d) for n, _, d in parameters(face, method) if n not in FRAMEWORK_ARGUMENTS]
+    # ``**kwargs`` is left out: a Keras layer's own keyword arguments (name, dtype, ...)
+    # travel in it; the contract's members with ``**kwargs`` are pinned in CONTRACT_MEMBERS
+    return [(n, d) for n, k, d in parameters(face, method)
+            if n not in FRAMEWORK_ARGUMENTS and k != "VAR_KEYWORD"]
 
 
 def classes():
@@ -434,11 +417,7 @@ def classes():
 CLASSES = {name: (t, k) for name, t, k in classes()}
 
 
-def _class_param(name):
-    return pytest.param(name, marks=PENDING) if name in PENDING_CLASSES else name
-
-
-@pytest.mark.parametrize("name", [_class_param(n) for n in CLASSES])
+@pytest.mark.parametrize("name", list(CLASSES))
 def test_classes_have_the_same_public_members_of_one_kind(name):
     t, k = CLASSES[name]
     instances = ((_instance("torch", name), _instance("keras", name)) if name in INSTANCES
@@ -463,20 +442,10 @@ def test_public_methods_have_one_signature(name):
         assert method_parameters("torch", t, "forward") == method_parameters("keras", k, "call")
 
 
-@pytest.mark.parametrize("cls, member", sorted(NOT_ALIGNED_YET))
-def test_divergences_not_aligned_yet_still_diverge(cls, member):
-    face = NOT_ALIGNED_YET[(cls, member)]
-    other = "keras" if face == "torch" else "torch"
-    have = {f: hasattr(_instance(f, cls), member) for f in FACES}
-    assert have[face] and not have[other], (
-        f"{cls}.{member} is aligned now: remove it from NOT_ALIGNED_YET")
-
-
 def _rename_params():
     for (cls, member), want in sorted(RENAMED.items()):
         for face in FACES:
-            marks = PENDING if (cls, member, face) in PENDING_RENAMES else ()
-            yield pytest.param(cls, member, want, face, marks=marks, id=f"{cls}.{member}-{face}")
+            yield pytest.param(cls, member, want, face, id=f"{cls}.{member}-{face}")
 
 
 @pytest.mark.parametrize("cls, member, want, face", _rename_params())

@@ -300,11 +300,11 @@ class _Block(keras.layers.Layer):
         self.mlp_output_kernel = weight("mlp_output_kernel", (mlp_dim, dim), _GLOROT())
         self.mlp_output_bias = weight("mlp_output_bias", (dim,), _ZEROS())
         self.dropout = s.dropout
-        self.residual_dropout = keras.layers.Dropout(s.dropout) if s.dropout else None
+        self.residual_dropout = keras.layers.Dropout(s.dropout)  # a no-op at rate 0, as in torch
         self.built = True
 
     def _drop(self, h, training):
-        return h if self.residual_dropout is None else self.residual_dropout(h, training=training)
+        return self.residual_dropout(h, training=training)
 
     def call(self, x, cache=None, return_attention=False, training=None):
         h = _layer_norm(x, self.attention_norm_scale, self.attention_norm_bias)
@@ -396,7 +396,7 @@ class Transformer(keras.Model):
             name="token_embedding", shape=(self.vocab_size, self.dim),
             initializer=keras.initializers.RandomNormal(stddev=TABLE_INIT_STD))
         self.position_encoding = route_layer(s, "embedding", _CLASSES)
-        self.embedding_dropout = keras.layers.Dropout(self.dropout) if self.dropout else None
+        self.embedding_dropout = keras.layers.Dropout(self.dropout)  # a no-op at rate 0
         self.blocks = [_Block(s, dtype=self.dtype_policy) for _ in range(self.depth)]
         self.norm_scale = self.add_weight(name="norm_scale", shape=(self.dim,),
                                           initializer=_ONES())
@@ -469,8 +469,7 @@ class Transformer(keras.Model):
         if self.scheme.check_seq is not None:
             self.scheme.check_seq(self.options, tokens.shape[1], what)
         x = self.embed(tokens, 0 if cache is None else cache.length)
-        if self.embedding_dropout is not None:
-            x = self.embedding_dropout(x, training=training)
+        x = self.embedding_dropout(x, training=training)
         hidden, attention = [x], []
         for i, block in enumerate(self.blocks):
             x, weights = block(x, cache=None if cache is None else cache.layers[i],
