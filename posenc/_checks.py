@@ -403,12 +403,3 @@ def check_monitored_weights(found, name: str, *, what: str = "") -> None:
                            f"{len(missing)} that are not (entries {missing})",
                      f"pass weights of the model being trained, or leave {name} out to "
                      "use the model's own list")
-
-
-def __getattr__(name: str):
-    """``check_head_dim`` and ``ROPE_LAYOUTS`` are RoPE rules; they live in
-    :mod:`posenc.rotary` and are importable from here too."""
-    if name in ("check_head_dim", "ROPE_LAYOUTS"):
-        from posenc import rotary
-        return getattr(rotary, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
