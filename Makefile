@@ -22,6 +22,7 @@ $(PY):
 $(STAMP): requirements.txt requirements-reference.txt pyproject.toml | $(PY)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install -r requirements.txt -r requirements-reference.txt
+	$(PY) -m pip install --no-deps timm==1.0.31  # see requirements-reference.txt
 	$(PY) -m pip install --no-deps -e .
 	touch $(STAMP)
 
