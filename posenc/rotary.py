@@ -54,6 +54,7 @@ from typing import Callable
 
 import numpy as np
 
+from posenc import positions
 from posenc._checks import (
     _error,
     check_base,
@@ -794,10 +795,10 @@ def layout_permutation(head_dim: int, to: str) -> np.ndarray:
     head_dim = check_head_dim(head_dim, what=what)
     to = check_choice("to", to, ROPE_LAYOUTS, what=what,
                       fix='"half" for Hugging Face / GPT-NeoX, "interleaved" for Meta / GPT-J')
-    half = head_dim // 2
+    # RoPE's "half" layout is the sinusoid's "concat" channel order: one permutation serves both
     if to == "half":
-        return np.concatenate([np.arange(0, head_dim, 2), np.arange(1, head_dim, 2)])
-    return np.stack([np.arange(half), np.arange(half) + half], axis=1).reshape(-1)
+        return positions.layout_permutation(head_dim, src="interleaved", dst="concat")
+    return positions.layout_permutation(head_dim, src="concat", dst="interleaved")
 
 
 def grid_positions(height: int, width: int) -> tuple[np.ndarray, np.ndarray]:

@@ -430,3 +430,20 @@ def bf16_alibi_gap(face, bias_fn, num_heads=8, q_len=64, k_len=4096):
 @pytest.mark.parametrize("face", FACES)
 def test_alibi_bias_added_in_bfloat16_keeps_the_attention_of_float32(face):
     assert bf16_alibi_gap(face, FACES[face].alibi_bias) < 0.01
+
+
+@pytest.mark.parametrize("face", ["torch", "keras"])
+def test_swin_table_is_truncated_at_two_std_as_its_docstring_says(face):
+    # The docstring once credited Swin with the truncation; Swin's bounds are absolute (+-2).
+    import posenc.keras as pk
+    import posenc.torch as pt
+
+    cls = (pt if face == "torch" else pk).SwinRelativeBias
+    layer = cls(64, (7, 7))
+    if face == "keras":
+        layer.build(None)
+    table = np.asarray(layer.relative_position_bias_table.detach() if face == "torch"
+                       else layer.relative_position_bias_table.numpy())
+    assert np.abs(table).max() <= 0.04 + 1e-7 and table.std() < 0.02
+    text = " ".join(cls.__doc__.split())
+    assert "truncated at 2 std (0.04)" in text and "truncated at 2 std (Swin)" not in text

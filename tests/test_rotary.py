@@ -584,3 +584,16 @@ def test_exact_angles_equal_the_plain_ones_at_small_positions(face):
         np32(FACES[face].apply_rope(tensor(face, q), tensor(face, floats), inv_freq, exact=True)),
         np32(FACES[face].apply_rope(tensor(face, q), tensor(face, floats), inv_freq)),
         rtol=0, atol=1e-5)
+
+
+def test_angles_docstring_states_the_bfloat16_rounding_it_guards_against():
+    # The docstring once said "wrong by up to 128 radians" at 65,536, where the step is 512.
+    import posenc.torch.rotary as tr
+
+    positions = torch.arange(32768, 131072, dtype=torch.float32)
+    error = (positions.to(torch.bfloat16).float() - positions).abs()
+    below, above = error[positions < 65536].max().item(), error[positions >= 65536].max().item()
+    text = " ".join(tr._angles.__doc__.split())
+    assert (below, above) == (128.0, 256.0)
+    assert f"up to {below:.0f} and {above:.0f} radians" in text
+    assert "65,536 is wrong by up to 128" not in text

@@ -454,3 +454,17 @@ def test_relative_keys_alone_are_an_sdpa_bias():
     fused = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias)
     torch.testing.assert_close(pt.shaw_attention(q, k, v, kt, None, 2), fused,
                                rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("face", ["torch", "keras"])
+def test_docstrings_credit_shaw_and_music_transformer_with_what_they_did(face):
+    # Once: "shared by every head (as in Shaw et al.)", and the value-side sums credited to
+    # the Music Transformer, which has no a^V term.
+    import posenc.keras as pk
+    import posenc.torch as pt
+
+    module = pt if face == "torch" else pk
+    layer_doc = " ".join(module.ShawRelativeAttention.__doc__.split())
+    core_doc = " ".join(module.shaw_attention.__doc__.split())
+    assert "(as in Shaw et al.)" not in layer_doc and "per head" in layer_doc
+    assert "relative keys only" in core_doc and "own extension" in core_doc

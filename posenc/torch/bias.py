@@ -391,7 +391,9 @@ class SwinRelativeBias(nn.Module):
 
     Weights:
         relative_position_bias_table: ``((2H-1) * (2W-1), num_heads)``,
-        initialised with a normal of std 0.02 truncated at 2 std (Swin).
+        initialised with a normal of std 0.02 truncated at 2 std (0.04). Swin
+        calls timm's ``trunc_normal_(std=.02)``, whose bounds (-2, 2) are absolute,
+        so its draws are in effect not truncated.
 
     Attributes:
         relative_position_index: int64 ``(H*W, H*W)``, :func:`swin_relative_index`

@@ -103,8 +103,10 @@ def _angles(positions: torch.Tensor, inv_freq: torch.Tensor, attention_factor: f
             terms: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """float32 ``cos`` and ``sin`` of ``positions * inv_freq``: ``(*positions.shape, n)``.
 
-    Autocast is off and both factors are float32: a bfloat16 angle at position
-    65,536 is wrong by up to 128 radians. With ``terms``
+    Autocast is off and both factors are float32. In bfloat16 a position rounds
+    to a multiple of 256 from 32,768 on and of 512 from 65,536 on, so the fastest
+    pair's angle (``inv_freq = 1``) would be off by up to 128 and 256 radians there,
+    and more once ``inv_freq`` is rounded too. With ``terms``
     (:func:`posenc.rotary.angle_terms`) the angles are exact to about 1e-6 rad
     at any position (:func:`_exact_angles`).
     """

@@ -167,11 +167,13 @@ def shaw_attention(q, k, v, key_table, value_table, max_distance: int, *, causal
     ``method="naive"`` gathers the relative tensors a^K and a^V, ``(q_len,
     k_len, head_dim)`` each: ``q_len * k_len * head_dim`` numbers, 1 GiB in
     float32 for 2048 positions and ``head_dim = 64``. ``method="skew"`` never
-    does (Huang et al.'s Music Transformer): it multiplies the queries by the
-    key table, ``(..., q_len, 2k + 1)``, and gathers those products into the
-    ``(q_len, k_len)`` logits; for the values it sums each query's attention
-    weights into the ``2k + 1`` distance buckets (from running sums over the
-    keys) and multiplies the ``(..., q_len, 2k + 1)`` sums by the value table.
+    does: for the keys it multiplies the queries by the key table, ``(...,
+    q_len, 2k + 1)``, and gathers those products into the ``(q_len, k_len)``
+    logits (Huang et al.'s Music Transformer, which has relative keys only);
+    for the values, this package's own extension of that idea, it sums each
+    query's attention weights into the ``2k + 1`` distance buckets (from running
+    sums over the keys) and multiplies the ``(..., q_len, 2k + 1)`` sums by the
+    value table.
     It works on blocks of queries (:func:`posenc.shaw.query_blocks`) so that
     no temporary grows with ``q_len * k_len``. Both give the same numbers
     within float32 rounding.
@@ -382,8 +384,9 @@ class ShawRelativeAttention(nn.Module):
 
     Projects ``x`` to queries, keys and values, splits them into ``num_heads``
     heads of ``dim // num_heads`` features, runs :func:`shaw_attention` with
-    one learned key table and one learned value table shared by every head (as
-    in Shaw et al.), and projects the heads back to ``dim``. No absolute
+    one learned key table and one learned value table shared by every head
+    (Shaw et al.'s section 3.3 option; their base models learned tables per head
+    and their big models per layer), and projects the heads back to ``dim``. No absolute
     position is added anywhere: the model sees only the clipped distances
     ``j - i``. The key projection has no bias: it would add ``q_i . b`` to
     every logit of a row, which the softmax ignores.
