@@ -200,13 +200,6 @@ def check_per_token(name: str, shape, x_shape, *, what: str = "", each: str = "p
                            f"x.shape={tuple(x_shape)}", f"pass one {each} per token")
 
 
-def check_not_scalar(name: str, shape, *, what: str = "") -> None:
-    """A tensor of one value per token: ``(..., seq)``, not a scalar."""
-    if len(tuple(shape)) < 1:
-        raise _error(what, f"{name} must be (..., seq), got a scalar",
-                     f"pass one {name[:-1] if name.endswith('s') else name} per token")
-
-
 # --------------------------------------------------------------------------- dtypes
 
 
@@ -268,71 +261,6 @@ def check_rate(name: str, value, *, what: str = "") -> float:
                        fix="use a small value such as 0.1, or 0 to switch it off")
 
 
-# --------------------------------------------------------------------------- interop
-
-
-def check_weight_names(src_names, dst_names, src_keys, dst_keys, *, what: str = "") -> None:
-    """Two modules' weights pair up one to one by the last component of their names."""
-    if len(src_keys) != len(src_names) or len(dst_keys) != len(dst_names):
-        raise _error(what, f"weight names are not unique by their last component: "
-                           f"{sorted(src_names)} / {sorted(dst_names)}")
-    if set(src_keys) != set(dst_keys):
-        raise _error(what, f"the weights do not match: source has {sorted(src_keys)}, "
-                           f"destination has {sorted(dst_keys)}",
-                     "build both with the same class and arguments")
-
-
-def check_weight_shape(name: str, shape, source: str, source_shape, *, what: str = "") -> None:
-    """A weight receives a value of its own shape."""
-    if tuple(shape) != tuple(source_shape):
-        raise _error(what, f"weight {name!r} has shape {tuple(shape)}, source {source!r} has "
-                           f"{tuple(source_shape)}")
-
-
-def check_built(built: bool, *, what: str = "") -> None:
-    """A Keras layer has weights only once it is built."""
-    if not built:
-        raise _error(what, "the Keras layer is not built",
-                     "call it once on an input (or call layer.build(shape)) before copying "
-                     "weights")
-
-
-# --------------------------------------------------------------------------- the lag task
-
-
-def check_lag(lag, length, *, what: str = "") -> tuple[int, int]:
-    """``lag`` and ``length`` together, ``1 <= lag < length``; returns both as ints."""
-    length = check_positive_int("length", length, what=what,
-                                fix="pass the number of tokens per sequence")
-    lag = check_positive_int("lag", lag, what=what,
-                             fix="the target at position p is tokens[p - lag]")
-    if lag >= length:
-        raise _error(what, f"lag must be smaller than length (positions p < lag have no target), "
-                           f"got lag={lag} for length={length}",
-                     f"use a lag of at most {length - 1} or longer sequences")
-    return lag, length
-
-
-def check_lag_model(vocab, dim, embed_std, dropout, *, what: str = "LagModel"
-                    ) -> tuple[int, int, float, float]:
-    """The arguments of ``LagModel``, checked the same way in both faces."""
-    vocab = check_positive_int("vocab", vocab, what=what)
-    dim = check_positive_int("dim", dim, what=what)
-    embed_std = check_float("embed_std", embed_std, above=0.0, what=what,
-                            meaning="the token table is drawn from N(0, embed_std^2)",
-                            fix="zero token embeddings cannot tell the tokens apart; use 1.0")
-    dropout = check_float("dropout", dropout, at_least=0.0, below=1.0, what=what,
-                          meaning="the probability of zeroing an entry",
-                          fix="use a small value such as 0.1, or 0 to switch it off")
-    return vocab, dim, embed_std, dropout
-
-
-def check_lr(lr, *, what: str = "") -> float:
-    """A positive, finite learning rate."""
-    return check_float("lr", lr, above=0.0, what=what,
-                       fix="Adam's usual range is 1e-4 .. 1e-2")
-
-
 # --------------------------------------------------------------------------- relative attention
 
 
@@ -347,59 +275,3 @@ def check_lengths(q_len, k_len, *, what: str = "") -> tuple[int, int]:
                            f"k_len key positions), got q_len={q_len}, k_len={k_len}",
                      f"pass k_len >= {q_len}: the cached keys plus the new ones")
     return q_len, k_len
-
-
-# --------------------------------------------------------------------------- diagnostics
-
-
-def check_diagnostic_array(name: str, values, rank: int, *, what: str = "", shape_text: str = "",
-                           finite: bool = True):
-    """``values`` as a float64 NumPy array of rank ``rank`` (finite unless ``finite=False``)."""
-    import numpy as np
-
-    try:
-        array = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise _error(what, f"{name} must be a numeric array {shape_text}, got "
-                           f"{type(values).__name__}",
-                     "pass a NumPy array (convert a tensor with .numpy() or "
-                     "keras.ops.convert_to_numpy)") from None
-    check_rank(name, array.shape, rank, what=what, fix=f"pass {name} as {shape_text}")
-    if 0 in array.shape:
-        raise _error(what, f"{name} must not be empty, got shape {array.shape}")
-    if finite and not np.all(np.isfinite(array)):
-        raise _error(what, f"{name} must be finite, got {int((~np.isfinite(array)).sum())} "
-                           "non-finite values", "check the model for NaN or overflow")
-    return array
-
-
-def check_probe_split(batch: int, test_fraction: float, *, what: str = "") -> int:
-    """The number of held-out sequences: at least one, and at least one left to fit."""
-    if batch < 2:
-        raise _error(what, f"hidden must hold at least 2 sequences (one to fit, one to score), "
-                           f"got batch={batch}", "pass more sequences")
-    return min(batch - 1, max(1, int(round(batch * test_fraction))))
-
-
-def check_gradient_counts(position_count, rest_count, old_position=None, old_rest=None, *,
-                          what: str = "") -> tuple[int, int]:
-    """Weight counts of a gradient record: integers >= 0 (the rest > 0), unchanged across steps."""
-    position_count = check_int("position_count", position_count, minimum=0, what=what)
-    rest_count = check_int("rest_count", rest_count, minimum=1, what=what,
-                           fix="the model must have trainable weights besides the positional ones")
-    for name, new, old in (("position_count", position_count, old_position),
-                           ("rest_count", rest_count, old_rest)):
-        if old is not None and new != old:
-            raise _error(what, f"{name} changed between steps, got {name}={new} after {old}",
-                         "use one log per model (a model's weights must not change mid-run)")
-    return position_count, rest_count
-
-
-def check_monitored_weights(found, name: str, *, what: str = "") -> None:
-    """Every weight a monitor is told to watch is a trainable weight of the model."""
-    missing = [i for i, ok in enumerate(found) if not ok]
-    if missing:
-        raise _error(what, f"{name} must be trainable weights of the model, got "
-                           f"{len(missing)} that are not (entries {missing})",
-                     f"pass weights of the model being trained, or leave {name} out to "
-                     "use the model's own list")

@@ -28,11 +28,10 @@ import numpy as np
 from posenc._checks import (
     _error,
     check_choice,
-    check_diagnostic_array,
     check_float,
-    check_gradient_counts,
+    check_int,
     check_positive_int,
-    check_probe_split,
+    check_rank,
     check_seed,
 )
 from posenc.positions import relative_positions
@@ -397,3 +396,59 @@ def gradient_health(ratio: float, healthy=GRADIENT_RATIO_RANGE) -> str:
     if ratio < low:
         return "starved"
     return "dominant" if ratio > high else "healthy"
+
+
+# --------------------------------------------------------------------------- argument rules
+
+
+def check_diagnostic_array(name: str, values, rank: int, *, what: str = "", shape_text: str = "",
+                           finite: bool = True):
+    """``values`` as a float64 NumPy array of rank ``rank`` (finite unless ``finite=False``)."""
+    import numpy as np
+
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise _error(what, f"{name} must be a numeric array {shape_text}, got "
+                           f"{type(values).__name__}",
+                     "pass a NumPy array (convert a tensor with .numpy() or "
+                     "keras.ops.convert_to_numpy)") from None
+    check_rank(name, array.shape, rank, what=what, fix=f"pass {name} as {shape_text}")
+    if 0 in array.shape:
+        raise _error(what, f"{name} must not be empty, got shape {array.shape}")
+    if finite and not np.all(np.isfinite(array)):
+        raise _error(what, f"{name} must be finite, got {int((~np.isfinite(array)).sum())} "
+                           "non-finite values", "check the model for NaN or overflow")
+    return array
+
+
+def check_probe_split(batch: int, test_fraction: float, *, what: str = "") -> int:
+    """The number of held-out sequences: at least one, and at least one left to fit."""
+    if batch < 2:
+        raise _error(what, f"hidden must hold at least 2 sequences (one to fit, one to score), "
+                           f"got batch={batch}", "pass more sequences")
+    return min(batch - 1, max(1, int(round(batch * test_fraction))))
+
+
+def check_gradient_counts(position_count, rest_count, old_position=None, old_rest=None, *,
+                          what: str = "") -> tuple[int, int]:
+    """Weight counts of a gradient record: integers >= 0 (the rest > 0), unchanged across steps."""
+    position_count = check_int("position_count", position_count, minimum=0, what=what)
+    rest_count = check_int("rest_count", rest_count, minimum=1, what=what,
+                           fix="the model must have trainable weights besides the positional ones")
+    for name, new, old in (("position_count", position_count, old_position),
+                           ("rest_count", rest_count, old_rest)):
+        if old is not None and new != old:
+            raise _error(what, f"{name} changed between steps, got {name}={new} after {old}",
+                         "use one log per model (a model's weights must not change mid-run)")
+    return position_count, rest_count
+
+
+def check_monitored_weights(found, name: str, *, what: str = "") -> None:
+    """Every weight a monitor is told to watch is a trainable weight of the model."""
+    missing = [i for i, ok in enumerate(found) if not ok]
+    if missing:
+        raise _error(what, f"{name} must be trainable weights of the model, got "
+                           f"{len(missing)} that are not (entries {missing})",
+                     f"pass weights of the model being trained, or leave {name} out to "
+                     "use the model's own list")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from posenc._checks import check_built, check_weight_names, check_weight_shape
+from posenc._checks import _error
 
 
 def _is_torch_module(obj) -> bool:
@@ -139,3 +139,32 @@ def copy_weights(src, dst):
     else:
         raise TypeError(f"copy_weights: dst must be a torch.nn.Module or a keras Layer, got {type(dst).__name__}.")
     return dst
+
+
+# --------------------------------------------------------------------------- argument rules
+
+
+def check_weight_names(src_names, dst_names, src_keys, dst_keys, *, what: str = "") -> None:
+    """Two modules' weights pair up one to one by the last component of their names."""
+    if len(src_keys) != len(src_names) or len(dst_keys) != len(dst_names):
+        raise _error(what, f"weight names are not unique by their last component: "
+                           f"{sorted(src_names)} / {sorted(dst_names)}")
+    if set(src_keys) != set(dst_keys):
+        raise _error(what, f"the weights do not match: source has {sorted(src_keys)}, "
+                           f"destination has {sorted(dst_keys)}",
+                     "build both with the same class and arguments")
+
+
+def check_weight_shape(name: str, shape, source: str, source_shape, *, what: str = "") -> None:
+    """A weight receives a value of its own shape."""
+    if tuple(shape) != tuple(source_shape):
+        raise _error(what, f"weight {name!r} has shape {tuple(shape)}, source {source!r} has "
+                           f"{tuple(source_shape)}")
+
+
+def check_built(built: bool, *, what: str = "") -> None:
+    """A Keras layer has weights only once it is built."""
+    if not built:
+        raise _error(what, "the Keras layer is not built",
+                     "call it once on an input (or call layer.build(shape)) before copying "
+                     "weights")

@@ -8,6 +8,8 @@ arrays and the tensors of both faces. Adding a mode is adding one entry.
 
 from __future__ import annotations
 
+from posenc._checks import _error
+
 from dataclasses import dataclass
 from typing import Callable
 
@@ -73,3 +75,13 @@ MULTIMODAL_MODES = {
 #: What ``MultimodalEncoding`` suggests when positions do not fit its tables.
 MULTIMODAL_TOO_SHORT = ("build it with a larger max_len, or restart positions per modality "
                         "with modality_positions(...)")
+
+
+# --------------------------------------------------------------------------- argument rules
+
+
+def check_not_scalar(name: str, shape, *, what: str = "") -> None:
+    """A tensor of one value per token: ``(..., seq)``, not a scalar."""
+    if len(tuple(shape)) < 1:
+        raise _error(what, f"{name} must be (..., seq), got a scalar",
+                     f"pass one {name[:-1] if name.endswith('s') else name} per token")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from posenc._checks import _error, check_int, check_lag, check_positive_int
+from posenc._checks import _error, check_float, check_int, check_positive_int
 
 __all__ = [
     "lag_tokens",
@@ -102,3 +102,38 @@ def check_token_targets(tokens, targets, *, what: str = "") -> tuple[np.ndarray,
                      "give one target token per input token")
     return tokens.astype(np.int64), targets.astype(np.int64)
 
+
+# --------------------------------------------------------------------------- argument rules
+
+
+def check_lag(lag, length, *, what: str = "") -> tuple[int, int]:
+    """``lag`` and ``length`` together, ``1 <= lag < length``; returns both as ints."""
+    length = check_positive_int("length", length, what=what,
+                                fix="pass the number of tokens per sequence")
+    lag = check_positive_int("lag", lag, what=what,
+                             fix="the target at position p is tokens[p - lag]")
+    if lag >= length:
+        raise _error(what, f"lag must be smaller than length (positions p < lag have no target), "
+                           f"got lag={lag} for length={length}",
+                     f"use a lag of at most {length - 1} or longer sequences")
+    return lag, length
+
+
+def check_lag_model(vocab, dim, embed_std, dropout, *, what: str = "LagModel"
+                    ) -> tuple[int, int, float, float]:
+    """The arguments of ``LagModel``, checked the same way in both faces."""
+    vocab = check_positive_int("vocab", vocab, what=what)
+    dim = check_positive_int("dim", dim, what=what)
+    embed_std = check_float("embed_std", embed_std, above=0.0, what=what,
+                            meaning="the token table is drawn from N(0, embed_std^2)",
+                            fix="zero token embeddings cannot tell the tokens apart; use 1.0")
+    dropout = check_float("dropout", dropout, at_least=0.0, below=1.0, what=what,
+                          meaning="the probability of zeroing an entry",
+                          fix="use a small value such as 0.1, or 0 to switch it off")
+    return vocab, dim, embed_std, dropout
+
+
+def check_lr(lr, *, what: str = "") -> float:
+    """A positive, finite learning rate."""
+    return check_float("lr", lr, above=0.0, what=what,
+                       fix="Adam's usual range is 1e-4 .. 1e-2")

@@ -9,7 +9,7 @@ import torch
 
 import posenc.keras as pk
 import posenc.torch as pt
-from posenc import _checks, tasks
+from posenc import tasks
 
 from faces import same_error
 from posenc.keras import tasks as kt
@@ -41,12 +41,12 @@ def test_lag_targets_shift_and_mask():
     (lambda: tasks.lag_tokens(0, SEQ, vocab=VOCAB), "num_sequences=0"),
     (lambda: tasks.lag_tokens(2, SEQ, vocab=VOCAB, seed=-1), "seed=-1"),
     (lambda: tasks.lag_tokens(2, SEQ, vocab=2.5), "vocab=2.5"),
-    (lambda: _checks.check_lag(5, 5), "lag=5 for length=5"),
-    (lambda: _checks.check_lag(0, 5), "lag=0"),
+    (lambda: tasks.check_lag(5, 5), "lag=5 for length=5"),
+    (lambda: tasks.check_lag(0, 5), "lag=0"),
     (lambda: tasks.lag_targets(np.zeros(4, dtype=int), 1), "tokens.shape=(4,)"),
-    (lambda: _checks.check_lag_model(8, 16, 1.0, 1.0), "dropout=1.0"),
-    (lambda: _checks.check_lag_model(8, 16, 0.0, 0.1), "embed_std=0.0"),
-    (lambda: _checks.check_lr(0.0), "lr=0.0"),
+    (lambda: tasks.check_lag_model(8, 16, 1.0, 1.0), "dropout=1.0"),
+    (lambda: tasks.check_lag_model(8, 16, 0.0, 0.1), "embed_std=0.0"),
+    (lambda: tasks.check_lr(0.0), "lr=0.0"),
 ])
 def test_bad_arguments_name_the_value(call, words):
     with pytest.raises(ValueError, match=None) as info:

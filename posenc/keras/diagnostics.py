@@ -19,7 +19,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from posenc._checks import check_bool, check_choice, check_monitored_weights
+from posenc._checks import check_bool, check_choice
+from posenc.diagnostics import check_monitored_weights
 from posenc.diagnostics import GRADIENT_RATIO_RANGE, GradientLog
 
 __all__ = ["hidden_states", "attention_maps", "GradientMonitor"]

@@ -16,7 +16,8 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from posenc._checks import check_choice, check_even_dim, check_not_scalar, check_positive_int
+from posenc._checks import check_choice, check_even_dim, check_positive_int
+from posenc.modalities import check_not_scalar
 from posenc.keras._util import AdditiveEncoding, as_indices, check_indices
 from posenc.keras.sinusoidal import sinusoidal
 from posenc.learned import TABLE_INIT_STD

@@ -15,7 +15,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from posenc._checks import check_bool, check_monitored_weights
+from posenc._checks import check_bool
+from posenc.diagnostics import check_monitored_weights
 from posenc.diagnostics import GRADIENT_RATIO_RANGE, GradientLog
 
 __all__ = ["hidden_states", "attention_maps", "GradientMonitor"]

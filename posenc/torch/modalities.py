@@ -14,7 +14,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from posenc._checks import check_choice, check_even_dim, check_not_scalar, check_positive_int
+from posenc._checks import check_choice, check_even_dim, check_positive_int
+from posenc.modalities import check_not_scalar
 from posenc.learned import TABLE_INIT_STD
 from posenc.modalities import MULTIMODAL_MODES, MULTIMODAL_TOO_SHORT
 from posenc.torch._util import AdditiveEncoding, as_indices, check_indices

@@ -17,8 +17,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc import tasks
-from posenc.tasks import check_lag_attention, check_token_targets
-from posenc._checks import check_lag, check_lag_model, check_lr
+from posenc.tasks import (check_lag, check_lag_attention, check_lag_model, check_lr,
+                          check_token_targets)
 from posenc._checks import check_positive_int
 
 __all__ = ["LagModel", "lag_loss", "fit_tokens", "train_lag", "token_accuracy",
