@@ -149,6 +149,18 @@ def check_rope_positions(shape, x_shape, *, name: str = "x", what: str = "") -> 
                            f"for {name}.shape={x_shape}", "pass one position per token")
 
 
+def check_rope_grid(height: int, width: int, x_shape, *, name: str = "x", what: str = "") -> None:
+    """Axial 2D RoPE rotates one token per patch of a ``height x width`` grid: ``x`` holds
+    ``height * width`` tokens on its sequence axis (a ``None`` size passes)."""
+    seq = tuple(x_shape)[-2] if len(tuple(x_shape)) >= 2 else None
+    if seq is not None and seq != height * width:
+        raise _error(what, f"{name} must hold one token per patch of the grid, got "
+                           f"{seq} tokens ({name}.shape={tuple(x_shape)}) for grid=({height}, "
+                           f"{width}), which has {height * width} patches",
+                     f"pass {height * width} tokens (a prefix token such as CLS takes no 2D "
+                     "rotation: rotate the patch tokens only), or use the grid of the image")
+
+
 def check_rope_weight(shape, num_heads: int, *, what: str = "") -> int:
     """A q or k projection weight ``(num_heads * head_dim, in_features)``, ``head_dim``
     even; returns ``head_dim``."""

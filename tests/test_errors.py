@@ -922,8 +922,8 @@ ROTARY = [
         "convert_rope_layout: head_dim must be even (RoPE rotates the features in pairs), got "
         "head_dim=7"),
     row("apply_rope_2d-grid", fn("apply_rope_2d", table(1, 12, 8), 3, 5, np.ones(2, np.float32)),
-        "apply_rope_2d: positions must have shape (seq,) or (batch, seq)",
-        "got positions.shape=(15,) for x.shape=(1, 12, 8)"),
+        "apply_rope_2d: x must hold one token per patch of the grid, got 12 tokens "
+        "(x.shape=(1, 12, 8)) for grid=(3, 5), which has 15 patches; pass 15 tokens"),
     row("apply_rope_2d-features", fn("apply_rope_2d", table(1, 12, 6), 3, 4, np.ones(2, np.float32)),
         "apply_rope_2d: inv_freq has 4 frequencies, which rotate 8 features, but x has only "
         "head_dim=6"),
@@ -945,8 +945,8 @@ ROTARY = [
         "grid=(3, 0)"),
     row("RotaryEmbedding2D-patches", lambda on: on.m.RotaryEmbedding2D(16, (3, 4))(
         on.x(2, 10, 16), on.x(2, 10, 16)),
-        "RotaryEmbedding2D: positions must have shape (seq,) or (batch, seq) matching x's",
-        "got positions.shape=(12,) for x.shape=(2, 10, 16)"),
+        "RotaryEmbedding2D: x must hold one token per patch of the grid, got 10 tokens "
+        "(x.shape=(2, 10, 16)) for grid=(3, 4), which has 12 patches; pass 12 tokens"),
 ]
 
 ROWS = [*SINUSOIDAL, *LEARNED, *REGULARIZATION, *STRUCTURED, *COORDINATES_AND_GRAPHS, *BIAS,

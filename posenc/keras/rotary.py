@@ -37,6 +37,7 @@ from posenc.keras._util import as_positions, dtype_of
 from posenc.rotary import (
     check_head_dim,
     check_rope_features,
+    check_rope_grid,
     check_rope_layout,
     check_rope_positions,
     check_rope_weight,
@@ -320,7 +321,7 @@ def _rope_2d(x, height: int, width: int, inv_freq, layout: str, *, what: str, dt
     """Rows on the first ``2n`` features, columns on the next ``2n``; the rest unchanged."""
     n = inv_freq.shape[0]
     _check_x(x, 2 * n, name="x", what=what)
-    check_rope_positions((height * width,), x.shape, name="x", what=what)
+    check_rope_grid(height, width, x.shape, name="x", what=what)
     rows, cols = numpy_rotary.grid_positions(height, width)
     dtype = dtype or dtype_of(x)
     parts = [_rotate(x[..., :2 * n], *_angles(rows, inv_freq, 1.0), layout, dtype),

@@ -42,6 +42,7 @@ from posenc.torch._util import as_positions, is_compiling
 from posenc.rotary import (
     check_head_dim,
     check_rope_features,
+    check_rope_grid,
     check_rope_layout,
     check_rope_positions,
     check_rope_weight,
@@ -375,7 +376,7 @@ def _rope_2d(x, height: int, width: int, inv_freq: torch.Tensor, layout: str, *,
     """Rows on the first ``2n`` features, columns on the next ``2n``; the rest unchanged."""
     n = inv_freq.shape[0]
     _check_x(x, 2 * n, name="x", what=what)
-    check_rope_positions((height * width,), x.shape, name="x", what=what)
+    check_rope_grid(height, width, x.shape, name="x", what=what)
     rows, cols = (torch.as_tensor(a, device=x.device)
                   for a in numpy_rotary.grid_positions(height, width))
     parts = [apply_rope(x[..., :2 * n], rows, inv_freq, layout=layout),
