@@ -447,3 +447,20 @@ def test_swin_table_is_truncated_at_two_std_as_its_docstring_says(face):
     assert np.abs(table).max() <= 0.04 + 1e-7 and table.std() < 0.02
     text = " ".join(cls.__doc__.split())
     assert "truncated at 2 std (0.04)" in text and "truncated at 2 std (Swin)" not in text
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_alibi_full_passes_slice_a_cached_square_and_decoding_gathers(face):
+    # A full pass caches its own square and later blocks that fit are slices of it (the
+    # cost chapter 14 measures); a decoding query past it is gathered from the row cache.
+    alibi = FACES[face].ALiBiBias(4)
+    full = alibi(64)
+    again, block = alibi(64), alibi(3, 50)
+    if face == "torch":
+        assert again.data_ptr() == full.data_ptr() == alibi._square.data_ptr()
+        assert block.untyped_storage().data_ptr() == alibi._square.untyped_storage().data_ptr()
+    assert tuple(alibi._square.shape) == (4, 64, 64)
+    np.testing.assert_array_equal(numpy(block)[0], nb.alibi_bias(4, 3, 50))
+    step = alibi(1, 1000)                          # past the square: no square of 1000
+    np.testing.assert_array_equal(numpy(step)[0], nb.alibi_bias(4, 1, 1000))
+    assert tuple(alibi._square.shape) == (4, 64, 64)

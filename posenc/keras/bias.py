@@ -135,14 +135,17 @@ class ALiBiBias(_AttentionBias):
     """ALiBi as a layer: the bias of :func:`alibi_bias`, cached and sliced.
 
     No weights: the slopes are fixed (the ``slopes`` attribute). The bias
-    depends on ``j - i`` only, so the layer caches one row per head as a NumPy
-    array, the bias of every offset up to the longest length ``S`` it has
-    seen (rounded up to a power of two, at least 16;
-    :func:`posenc.bias.alibi_row`, ``(num_heads, 2S - 1)``), and gathers the
-    ``(q_len, k_len)`` block it is asked for from it: one decoding query costs
-    ``num_heads * k_len`` numbers, never a square. The block enters the graph
-    as a constant, so the layer works eagerly, inside ``tf.function`` and
-    under ``jit_compile``.
+    depends on ``j - i`` only, so the layer keeps two float32 NumPy caches. A
+    full pass (``q_len == k_len``) caches the square ``(num_heads, L, L)``
+    bias of the longest such pass, ``L``, the size of the bias it returns
+    anyway; every block with ``k_len <= L`` is then a slice of it. Any other
+    block (decoding: a few queries over more keys than ``L``) is gathered
+    from one row per head, the bias of every offset up to the longest length
+    ``S`` seen (rounded up to a power of two, at least 16;
+    :func:`posenc.bias.alibi_row`, ``(num_heads, 2S - 1)``): one decoding
+    query costs ``num_heads * k_len`` numbers, never a square. The block
+    enters the graph as a constant, so the layer works eagerly, inside
+    ``tf.function`` and under ``jit_compile``.
 
     Args:
         num_heads: positive int.
@@ -176,16 +179,25 @@ class ALiBiBias(_AttentionBias):
         self.causal = check_bool("causal", causal, what=what)
         self.slopes = alibi_slopes(self.num_heads)
         self._cache = np.zeros((self.num_heads, 0), np.float32)
+        self._square = np.zeros((self.num_heads, 0, 0), np.float32)
         self.built = True
 
     def call(self, q_len: int, k_len: int | None = None):
         q_len, k_len = _lengths(q_len, k_len, type(self).__name__)
+        square = self._square.shape[-1]
+        if square < k_len and q_len == k_len:
+            self._square, square = self._block(k_len, k_len), k_len
+        if k_len <= square:      # the queries are the last q_len of k_len positions: a slice
+            return ops.convert_to_tensor(self._square[None, :, k_len - q_len:k_len, :k_len])
+        return ops.convert_to_tensor(self._block(q_len, k_len)[None])
+
+    def _block(self, q_len: int, k_len: int) -> np.ndarray:
+        """The ``(num_heads, q_len, k_len)`` bias gathered from the row cache."""
         size = (self._cache.shape[-1] + 1) // 2                  # offsets -(size-1) .. size-1
         if size < k_len:
             size = max(16, 1 << (k_len - 1).bit_length())
             self._cache = numpy_bias.alibi_row(self.num_heads, size, causal=self.causal)
-        block = self._cache[:, relative_positions(q_len, k_len) + (size - 1)]
-        return ops.convert_to_tensor(block[None])
+        return self._cache[:, relative_positions(q_len, k_len) + (size - 1)]
 
     def get_config(self):
         config = super().get_config()

@@ -120,15 +120,17 @@ class ALiBiBias(nn.Module):
     """ALiBi as a module: the bias of :func:`alibi_bias`, cached and sliced.
 
     No parameters: the slopes are fixed (the ``slopes`` buffer). The bias
-    depends on ``j - i`` only, so the module caches one row per head, the
-    bias of every offset up to the longest length ``S`` it has seen (rounded
-    up to a power of two, at least 16; :func:`posenc.bias.alibi_row`,
-    ``(num_heads, 2S - 1)``), and gathers the ``(q_len, k_len)`` block it is
-    asked for from it: one decoding query costs ``num_heads * k_len``
-    numbers, never a square. The cache is float32 (rebuilt if the module is
-    cast to another dtype) and not saved in the state dict; it grows only in
-    eager mode (under ``torch.compile`` a call longer than the cache computes
-    its bias directly).
+    depends on ``j - i`` only, so the module keeps two float32 caches, neither
+    saved in the state dict. A full pass (``q_len == k_len``) caches the square
+    ``(num_heads, L, L)`` bias of the longest such pass, ``L``, the size of the
+    bias it returns anyway; every block with ``k_len <= L`` is then a slice of
+    it, a view that copies nothing. Any other block (decoding: a few queries
+    over more keys than ``L``) is gathered from one row per head, the bias of
+    every offset up to the longest length ``S`` seen (rounded up to a power
+    of two, at least 16; :func:`posenc.bias.alibi_row`, ``(num_heads, 2S -
+    1)``): one decoding query costs ``num_heads * k_len`` numbers, never a
+    square. The caches grow only in eager mode (under ``torch.compile`` a
+    call the caches do not cover computes its bias directly).
 
     Args:
         num_heads: positive int.
@@ -161,6 +163,7 @@ class ALiBiBias(nn.Module):
         self.causal = check_bool("causal", causal, what=what)
         self.register_buffer("slopes", alibi_slopes(self.num_heads), persistent=False)
         self.register_buffer("_cache", torch.empty(self.num_heads, 0), persistent=False)
+        self.register_buffer("_square", torch.empty(self.num_heads, 0, 0), persistent=False)
 
     def extra_repr(self) -> str:
         return f"num_heads={self.num_heads}, causal={self.causal}"
@@ -173,16 +176,28 @@ class ALiBiBias(nn.Module):
 
     def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
         q_len, k_len = _lengths(q_len, k_len, type(self).__name__)
+        square = self._square.shape[-1]
+        if self._square.dtype != torch.float32:
+            square = 0
+        if square < k_len and q_len == k_len and not is_compiling():
+            self._square = self._block(k_len, k_len)
+            square = k_len
+        if k_len <= square:      # the queries are the last q_len of k_len positions: a view
+            return self._square[:, k_len - q_len:k_len, :k_len][None]
+        return self._block(q_len, k_len)[None]
+
+    def _block(self, q_len: int, k_len: int) -> torch.Tensor:
+        """The ``(num_heads, q_len, k_len)`` bias gathered from the row cache."""
         size = (self._cache.shape[-1] + 1) // 2                  # offsets -(size-1) .. size-1
         if size < k_len or self._cache.dtype != torch.float32:
             if is_compiling():
-                return self._bias(q_len, k_len)[None]
+                return self._bias(q_len, k_len)
             size = max(16, 1 << (k_len - 1).bit_length())
             self._cache = torch.as_tensor(
                 numpy_bias.alibi_row(self.num_heads, size, causal=self.causal),
                 device=self.slopes.device)
         rel = relative_positions(q_len, k_len, partial(torch.arange, device=self._cache.device))
-        return self._cache[:, rel + (size - 1)][None]
+        return self._cache[:, rel + (size - 1)]
 
 
 # --------------------------------------------------------------------------- T5
