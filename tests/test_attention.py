@@ -396,6 +396,9 @@ def test_keras_config_and_save_round_trip(position, tmp_path):
 @pytest.mark.keras
 @pytest.mark.parametrize("position", ["alibi", "rope", "shaw", "learned"])
 def test_keras_mixed_bfloat16_and_fit(position):
+    # seeded: the bfloat16 rounding of random weights depends on the draw, and the draw on
+    # the tests that ran before (it once failed by 0.057 against 0.05 after the RoPE tests)
+    keras.utils.set_random_seed(0)
     full = model("keras", position)
     toks = tokens()
     with keras_policy("mixed_bfloat16"):
