@@ -245,7 +245,7 @@ def interpolation_matrix(old: int, new: int, mode: str = "linear", *,
         new: output length, a positive int.
         mode: the kernel along this axis: ``"linear"`` (default; also accepts
             ``"bilinear"``, its 2D name), ``"cubic"`` (also ``"bicubic"``:
-            Keys' cubic convolution with ``a = -0.75``, as PyTorch and timm) or
+            Keys' cubic convolution with ``a = -0.75``, as plain PyTorch bicubic) or
             ``"nearest"`` (the nearest half-pixel centre, PyTorch's
             ``"nearest-exact"``).
         antialias: ``False`` (default) or ``True``: PyTorch's
