@@ -311,11 +311,12 @@ FRAMEWORK = {
               "steps_per_execution", "unrolled_steps_per_execution"},
 }
 # Per class: GradientMonitor collects gradients with backward hooks in PyTorch (``remove``
-# detaches the hooks) and with the backend's autodiff in Keras (``gradients`` computes them);
-# both close a record with ``step``.
+# detaches the hooks) and with the backend's autodiff in Keras (``gradients`` computes them,
+# and keeps the loss it differentiated as ``last_loss``); both close a record with ``step``.
 # RegularizedEncoding keeps its ``seed`` for ``get_config`` in Keras; PyTorch seeds the
 # wrapped regularisers' generators at construction and needs no copy.
-FRAMEWORK_MEMBERS = {"GradientMonitor": {"torch": {"remove"}, "keras": {"gradients"}},
+FRAMEWORK_MEMBERS = {"GradientMonitor": {"torch": {"remove"},
+                                         "keras": {"gradients", "last_loss"}},
                      "RegularizedEncoding": {"keras": {"seed"}}}
 # Arguments one framework imposes: Keras passes ``training`` to a call, PyTorch reads the
 # module's ``training`` flag; PyTorch's hooks run the monitor's step automatically, and only

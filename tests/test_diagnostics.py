@@ -831,3 +831,16 @@ def test_analysis_rejects_non_square():
         dg.distance_share(np.zeros((3, 4)))
     with pytest.raises(ValueError, match=r"distance_share: sim must be a square"):
         dg.distance_share(np.eye(2))
+
+
+@pytest.mark.keras
+def test_keras_monitor_keeps_the_loss_it_differentiated():
+    # On JAX the loss function runs traced, so the lab's loop once read a tracer and failed.
+    model = _keras_model()
+    monitor = kd.GradientMonitor(model)
+    tokens = np.random.default_rng(0).integers(0, 12, size=(2, 16))
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    monitor.gradients(lambda: loss_fn(tokens, model(tokens, training=True)))
+    expected = float(keras.ops.convert_to_numpy(loss_fn(tokens, model(tokens, training=False))))
+    assert isinstance(monitor.last_loss, float)
+    assert monitor.last_loss == pytest.approx(expected, rel=1e-5)

@@ -466,15 +466,12 @@ class KerasRunner(Runner):
             inputs, targets, weights = batch_fn(step)
             inputs, targets = self.tokens(inputs), self.tokens(targets)
             weights = self._rescaled(weights)
-            value = {}
 
             def loss():
-                value["loss"] = loss_fn(targets, model(inputs, training=True),
-                                        sample_weight=weights)
-                return value["loss"]
+                return loss_fn(targets, model(inputs, training=True), sample_weight=weights)
 
             optimizer.apply(monitor.gradients(loss), model.trainable_variables)
-            losses.append(float(keras.ops.convert_to_numpy(value["loss"])))
+            losses.append(monitor.last_loss)
         return monitor.log, losses
 
     def _eval_sums(self, model, batch):

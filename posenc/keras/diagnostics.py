@@ -116,6 +116,7 @@ class GradientMonitor:
         self.model = model
         self.is_position = [id(v) in position_ids for v in trainable]
         self.log = GradientLog()
+        self.last_loss: float | None = None   # the loss of the last gradients() call
         self._summed = None
 
     def _backend_gradients(self, loss_fn, variables) -> list:
@@ -124,6 +125,7 @@ class GradientMonitor:
 
             with tf.GradientTape() as tape:
                 loss = loss_fn()
+            self.last_loss = float(ops.convert_to_numpy(loss))
             # an embedding's gradient is IndexedSlices, whose repeated rows must be summed
             # before the norm is taken: make every gradient dense
             return [None if g is None else tf.convert_to_tensor(g)
@@ -132,6 +134,7 @@ class GradientMonitor:
             import torch
 
             loss = loss_fn()
+            self.last_loss = float(loss.detach())
             return list(torch.autograd.grad(loss, [v.value for v in variables],
                                             allow_unused=True))
         import jax
@@ -143,8 +146,9 @@ class GradientMonitor:
                 loss = loss_fn()
             return loss, [scope.get_current_value(v) for v in others]
 
-        (_, updates), grads = jax.value_and_grad(stateless, has_aux=True)(
+        (loss, updates), grads = jax.value_and_grad(stateless, has_aux=True)(
             [v.value for v in variables])
+        self.last_loss = float(loss)
         for v, value in zip(others, updates):   # e.g. the dropout layers' seed states
             if value is not None:
                 v.assign(value)
@@ -160,7 +164,9 @@ class GradientMonitor:
 
         Returns:
             a list of tensors aligned with ``model.trainable_variables`` (zeros where the loss
-            does not reach a variable), ready for ``optimizer.apply(grads, variables)``.
+            does not reach a variable), ready for ``optimizer.apply(grads, variables)``. The
+            loss itself is kept as a float in :attr:`last_loss` (on JAX, ``loss_fn`` runs
+            traced, so its tensors cannot be read outside).
         """
         variables = list(self.model.trainable_variables)
         grads = self._backend_gradients(loss_fn, variables)
