@@ -137,6 +137,22 @@ def test_alibi_key_only(face):
     assert bf16_alibi_gap(face, face_bugs(face).alibi_bias_key_only) > 0.1
 
 
+def test_alibi_key_only_symptom_names_bfloat16s_step_at_its_largest_bias():
+    """The symptom's "step" is bfloat16's spacing where the steepest head's largest key-only
+    bias lies (slope 1/2 of eight heads, key 4,095: 2,047.5, in [1,024, 2,048), step 8)."""
+    torch = pytest.importorskip("torch")
+
+    largest = float(nb.alibi_slopes(8).max()) * (4096 - 1)
+    low = 2.0 ** np.floor(np.log2(largest))
+    grid = torch.arange(low, 2 * low, dtype=torch.float32).to(torch.bfloat16).unique()
+    step = int(grid.double().diff().min())
+    above = torch.arange(2 * low, 4 * low, dtype=torch.float32).to(torch.bfloat16).unique()
+    step_above = int(above.double().diff().min())
+    symptom = bugs.BUGS["alibi-key-only"].symptom
+    assert (largest, step, step_above) == (2047.5, 8, 16)
+    assert f"bfloat16's step is {step} ({step_above} from {int(2 * low):,})" in symptom
+
+
 def test_bfloat16_positions_symptom_is_what_the_wrong_code_does():
     """Neighbours share an angle from 257 on, and at ordinary lengths, not only near 65,536."""
     import torch
