@@ -169,11 +169,14 @@ def test_dropout_drops_the_weights_of_the_keys_and_of_the_values(face, method):
     np.testing.assert_array_equal(numpy(FACES[face].shaw_attention(*t, 2, method=method,
                                                                    dropout=0.0)), full)
     # the values' term is dropped with the same weights as the keys': v = 0 and a^V = 1
-    # give sum_j dropped_ij, whose mean over many rows is 1
+    # give sum_j dropped_ij, whose mean over many rows is 1. Over 256 rows of 64 keys (scaled
+    # N(0, 1) queries and keys) the mean's standard deviation is about 0.01: 0.15 is over ten
+    # of them, whatever the backend's random stream (a 24-row version once failed at 0.28)
+    q, k, v, kt, vt = draw(2, 2, 64, 64, 4, 2, seed=6)
     ones = np.ones_like(vt)
-    t = [tensor(face, a) for a in (q, k, 0 * v, kt, ones)]
+    t = [tensor(face, a) for a in (0.3 * q, 0.3 * k, 0 * v, kt, ones)]
     sums = numpy(FACES[face].shaw_attention(*t, 2, method=method, dropout=0.5))
-    assert not np.allclose(sums, 1.0) and abs(sums.mean() - 1.0) < 0.25
+    assert not np.allclose(sums, 1.0) and abs(sums.mean() - 1.0) < 0.15
 
 
 @pytest.mark.parametrize("face", FACES)
