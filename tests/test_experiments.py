@@ -834,3 +834,12 @@ def test_ablation_records_losses_and_the_t5_control(tmp_path):
         assert row["long_loss"] == pytest.approx(np.log(row["long_perplexity"]), abs=1e-5)
     # at the training length the clamp changes nothing
     assert rows[0]["loss"] == pytest.approx(rows[1]["loss"], abs=1e-6)
+
+
+def test_load_seed_runs_reads_the_untagged_run_beside_the_tagged_ones():
+    # The committed results hold seed 0 untagged (results.json) and seed 1 tagged: the
+    # default once read seed 1 alone, silently.
+    from posenc.experiments.analysis import load_seed_runs
+
+    for name in ("lm-extrapolation", "ablation", "length-generalization"):
+        assert load_seed_runs(name, require_clean=False)["meta"]["seeds"] == [0, 1]

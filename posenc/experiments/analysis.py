@@ -233,26 +233,34 @@ def load_seed_runs(name: str, *, folder=None, framework: str = "torch", tags=Non
         folder: where the runs were written (their ``--out``); default the committed results.
         framework: ``"torch"`` or ``"keras"``.
         tags: the runs' ``--tag`` values (default: every file ``results[-keras]-seed*.json``,
-            the files of ``--seed N --tag seedN``).
+            the files of ``--seed N --tag seedN``, and the untagged ``results[-keras].json``
+            when it holds a seed those files do not).
         require_clean: see :func:`combine_runs`.
     """
     from posenc.experiments.records import read_results, results_path
 
+    untagged = None
     if tags is None:
         stem = results_path(name, framework=framework, folder=folder)
         paths = sorted(stem.parent.glob(f"{stem.stem}-seed*.json"),
                        key=lambda p: int("".join(c for c in p.stem.rsplit("seed", 1)[1]
                                                  if c.isdigit()) or 0))
+        if stem.exists():       # a run without --tag (the committed seed 0, for one)
+            untagged = read_results(stem)
     else:
         paths = [results_path(name, framework=framework, tag=t, folder=folder) for t in tags]
     missing = [str(p.name) for p in paths if not p.exists()]
-    if not paths or missing:
+    runs = [read_results(p) for p in paths if p.exists()]
+    if untagged is not None and not set(untagged["meta"].get("seeds", [])) & {
+            seed for run in runs for seed in run["meta"].get("seeds", [])}:
+        runs.insert(0, untagged)
+    if missing or not runs:
         raise ValueError(f"load_seed_runs: no results for name={name!r} in "
                          f"{results_path(name, framework=framework, folder=folder).parent} "
                          f"(missing: {missing or 'results-seed*.json'}); run "
                          f"`python -m posenc.experiments {name} --seed N --tag seedN --out "
                          "DIR` for each seed and pass folder=DIR.")
-    return combine_runs([read_results(p) for p in paths], require_clean=require_clean)
+    return combine_runs(runs, require_clean=require_clean)
 
 
 # --------------------------------------------------------------------------- intervals
