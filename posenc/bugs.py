@@ -95,8 +95,10 @@ BUGS = {
     "starved-table": Bug(
         "the positional table cut off from the gradient",
         "starve_position_table", "LearnedEncoding",
-        "the table never moves from its initial values; the model learns positions elsewhere "
-        "or not at all",
+        "detached, the table never moves from its initial values; behind a tiny scale it "
+        "moves at the usual rate under Adam but its effect on the model is scaled away; "
+        "either way the model learns positions elsewhere or not at all, and the gradient "
+        "ratio flags both",
         "tests/test_diagnostics.py::test_learned_table_gets_a_healthy_gradient"),
 }
 

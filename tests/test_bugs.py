@@ -171,3 +171,11 @@ def test_bfloat16_positions_symptom_is_what_the_wrong_code_does():
     assert distinct_rows(2048) <= 8                                # runs of 8 or more at 2,048
     symptom = bugs.BUGS["bfloat16-positions"].symptom
     assert "257" in symptom and "128 radians" not in symptom
+
+
+def test_starved_table_symptom_separates_the_detached_and_the_scaled_table():
+    # It once said "the table never moves", false for the scaled table under Adam.
+    from posenc.bugs import BUGS
+
+    symptom = BUGS["starved-table"].symptom
+    assert "detached, the table never moves" in symptom and "under Adam" in symptom
