@@ -93,8 +93,12 @@ class MultiHeadAttention(keras.layers.Layer):
     layer plain attention: the :class:`Transformer` adds them to its embeddings.
 
     The projections run in the layer's compute dtype; the logits and the
-    softmax in float32. The key projection has no bias (it would add one
-    constant to each row of logits, which the softmax ignores).
+    softmax in float32, always on this explicit path (never
+    ``keras.ops.dot_product_attention``, whose fused kernels compute in the
+    compute dtype), so that the numbers are the same on every backend and
+    policy. The PyTorch face runs SDPA instead: the two agree within float32
+    rounding, and the speed differs. The key projection has no bias (it would
+    add one constant to each row of logits, which the softmax ignores).
 
     Args:
         dim: model width; must equal ``x.shape[-1]``.

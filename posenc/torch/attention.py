@@ -75,7 +75,9 @@ class MultiHeadAttention(nn.Module):
     layer plain attention: the :class:`Transformer` adds them to its embeddings.
 
     The attention runs on ``torch.nn.functional.scaled_dot_product_attention``
-    (the bias and the causal mask as a float ``attn_mask``); with
+    (the bias and the causal mask as a float ``attn_mask``: a float mask
+    materialises ``(1, heads, q_len, k_len)`` and rules out the FlashAttention
+    kernel on a GPU, so a bias scheme is not free there); with
     ``return_attention=True`` on an explicit softmax in float32; ``"shaw"`` on the
     core of :func:`shaw_attention` (float32). The key projection has no bias (it would add one
     constant to each row of logits, which the softmax ignores).
