@@ -137,3 +137,14 @@ def check_lr(lr, *, what: str = "") -> float:
     """A positive, finite learning rate."""
     return check_float("lr", lr, above=0.0, what=what,
                        fix="Adam's usual range is 1e-4 .. 1e-2")
+
+
+def check_unique_weight(key: str, found, *, what: str = "lag_weights") -> None:
+    """A ``LagModel``'s weights are named by their part and their own name, one layout in both
+    faces: two weights of one part with the same name (a stack of layers) would collide."""
+    if key in found:
+        raise _error(what, f"two weights of the model are both named {key!r} (the layer "
+                           f"given as {key.split('/')[0]} holds several layers with the same "
+                           "weight names)",
+                     "copy the layers of such a stack one by one with "
+                     "posenc.interop.copy_weights")

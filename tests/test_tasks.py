@@ -318,3 +318,19 @@ def test_token_targets_must_match():
                                          kt.LagModel(None, vocab=VOCAB, dim=DIM),
                                          np.zeros((2, 5), dtype=int), np.zeros((2, 4), dtype=int)))
     assert "tokens.shape=(2, 5) and targets.shape=(2, 4)" in message
+
+
+def test_lag_weights_refuse_a_stack_whose_weights_share_names():
+    # Two Shaw layers in one attention slot once collided silently under "attention/NAME".
+    import posenc.torch as pt_
+    import posenc.torch.tasks as tt_
+
+    stack = torch.nn.Sequential(pt_.ShawRelativeAttention(8, 1, 2, causal=True),
+                                pt_.ShawRelativeAttention(8, 1, 2, causal=True))
+    model = tt_.LagModel(None, vocab=6, dim=8, attention=stack)
+    with pytest.raises(ValueError, match="lag_weights: two weights of the model are both named "
+                                         "'attention/query_kernel'"):
+        tt_.lag_weights(model)
+    single = tt_.LagModel(None, vocab=6, dim=8,
+                          attention=pt_.ShawRelativeAttention(8, 1, 2, causal=True))
+    assert "attention/query_kernel" in tt_.lag_weights(single)

@@ -17,7 +17,7 @@ from keras import ops
 
 from posenc import tasks
 from posenc.tasks import (check_lag, check_lag_attention, check_lag_model, check_lr,
-                          check_token_targets)
+                          check_token_targets, check_unique_weight)
 from posenc._checks import check_positive_int
 
 __all__ = ["LagModel", "lag_loss", "fit_tokens", "train_lag", "token_accuracy",
@@ -272,7 +272,9 @@ def _params(model: LagModel) -> dict:
         layer = getattr(model, part)
         if layer is not None:
             for w in layer.weights:
-                params[f"{part}/{w.path.split('/')[-1]}"] = w
+                key = f"{part}/{w.path.split('/')[-1]}"
+                check_unique_weight(key, params, what="lag_weights")
+                params[key] = w
     return params
 
 

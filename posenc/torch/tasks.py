@@ -18,7 +18,7 @@ from torch import nn
 
 from posenc import tasks
 from posenc.tasks import (check_lag, check_lag_attention, check_lag_model, check_lr,
-                          check_token_targets)
+                          check_token_targets, check_unique_weight)
 from posenc._checks import check_positive_int
 
 __all__ = ["LagModel", "lag_loss", "fit_tokens", "train_lag", "token_accuracy",
@@ -276,7 +276,9 @@ def _named(model: LagModel) -> dict:
         module = getattr(model, part)
         if module is not None:
             for name, p in module.named_parameters():
-                out[f"{part}/{name.split('.')[-1]}"] = p
+                key = f"{part}/{name.split('.')[-1]}"
+                check_unique_weight(key, out, what="lag_weights")
+                out[key] = p
     return out
 
 
