@@ -843,3 +843,12 @@ def test_load_seed_runs_reads_the_untagged_run_beside_the_tagged_ones():
 
     for name in ("lm-extrapolation", "ablation", "length-generalization"):
         assert load_seed_runs(name, require_clean=False)["meta"]["seeds"] == [0, 1]
+
+
+def test_meta_summary_keeps_the_dirty_mark_of_a_long_commit():
+    # It once cut the commit to 12 characters, hiding "+dirty".
+    from posenc.experiments.analysis import meta_summary
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    assert meta_summary({"commit": commit + "+dirty"})["commit"] == commit[:12] + "+dirty"
+    assert meta_summary({"commit": commit})["commit"] == commit[:12]

@@ -149,7 +149,9 @@ def meta_summary(meta: dict) -> dict:
     if "gpu" in hw:
         machine += f", {hw['gpu']}"
     versions = meta.get("versions", {})
-    return {"command": meta.get("command", ""), "commit": meta.get("commit", "")[:12],
+    commit = str(meta.get("commit", ""))
+    short = commit[:12] + ("+dirty" if commit.endswith("+dirty") else "")  # never hide it
+    return {"command": meta.get("command", ""), "commit": short,
             "machine": machine, "seeds": ", ".join(map(str, meta.get("seeds", []))),
             "minutes": round(meta.get("wall_seconds", 0) / 60, 1),
             "versions": ", ".join(f"{k} {v}" for k, v in versions.items()

@@ -79,7 +79,7 @@ def build_parser(name: str) -> argparse.ArgumentParser:
     parser.add_argument("--tag", default=None,
                         help="add -TAG to the result files' names (e.g. a second set of seeds)")
     parser.add_argument("--framework", choices=FRAMEWORKS, default="torch",
-                        help="torch (default) or keras (model.fit, quick setting)")
+                        help="torch (default) or keras (the same recipe through Keras' train_on_batch)")
     parser.add_argument("--device", default="auto",
                         help="auto (CUDA, MPS, CPU), cpu, cuda, ... (PyTorch only)")
     parser.add_argument("--threads", type=int, default=None,
