@@ -389,6 +389,10 @@ def members(face: str, cls, instance=None) -> dict[str, str]:
         names = {n for n in vars(instance) if n not in inherited}
         if face == "torch":
             names |= {*instance._parameters, *instance._buffers, *instance._modules}
+        elif isinstance(instance, torch.nn.Module):
+            # Keras on the PyTorch backend: its layers are torch modules, whose sublayers
+            # torch keeps in _modules rather than in the instance's __dict__
+            names |= set(instance._modules)
         for name in names:
             if not name.startswith("_") and name not in out:
                 out[name] = kind(getattr(instance, name))
