@@ -177,8 +177,9 @@ def combine_runs(results, *, require_clean: bool = True) -> dict:
             unknown. Default ``True``.
 
     Returns:
-        ``{"meta": {"runs": [each run's meta], "seeds": [...], "settings": {...},
-        "data_sha256": ... or None, "commits": [...]}, "rows": [every row]}``.
+        A dict ``{"meta": meta, "rows": rows}``: ``rows`` holds every row of every run, and
+        ``meta`` has ``runs`` (each run's meta), ``seeds``, ``settings``, ``data_sha256``
+        (or ``None``) and ``commits``.
 
     Raises:
         ValueError: the runs are of different experiments, settings or corpora
@@ -460,8 +461,9 @@ def beyond_training(rows, value: str = "exact_match", *, criterion: float = 0.95
     """Accuracy past the training length, only over the models that learned the task.
 
     Returns:
-        ``{(task, scheme): {"interval": Interval or None, "learned": seeds that learned,
-        "seeds": seeds run, "chance": chance level or None}}``: the interval over the
+        A dict keyed by ``(task, scheme)`` whose values have ``interval`` (an Interval, or
+        ``None``), ``learned`` (the seeds that learned), ``seeds`` (the seeds run) and
+        ``chance`` (the chance level, or ``None``): the interval over the
         learned seeds of each seed's mean ``value`` over the lengths past ``L`` (``None``
         when no seed learned: report it as not learned). ``chance`` is the rows' ``chance``
         column when they have one (the token-level chance of the task).
