@@ -134,6 +134,15 @@ def test_bench_rotary_times_hugging_face_per_layer_and_per_model_apart(tmp_path)
     assert methods["posenc RotaryEmbedding"]["forward_backward_median_ms"] > 0
 
 
+def test_bench_rotary_times_the_keras_face_eager_and_compiled(tmp_path):
+    keras = pytest.importorskip("keras")
+    rows = run_script("bench_rotary.py", tmp_path, "--no-compile")["rows"]
+    backend = keras.backend.backend()
+    methods = {r["method"] for r in rows if r["table"] == f"keras-{backend}"}
+    assert {"copy", "posenc.keras apply_rope"} <= methods
+    assert ("posenc.keras apply_rope (XLA)" in methods) == (backend in ("tensorflow", "jax"))
+
+
 def test_readme_matches_the_scripts():
     readme = (BENCH / "README.md").read_text()
     assert not re.search(r"\|\s*\d+\.\d+\s*\|", readme), "tables of timings go stale"
