@@ -20,8 +20,9 @@ layer; the table times the two parts apart, and both together:
   (``--no-compile`` skips it);
 * ``straightforward``: the eager version many tutorials write (``einsum`` angles, the
   ``cat`` of the frequencies, ``rotate_half``, four temporaries), for context.
-Then the Keras face's ``apply_rope`` against keras-hub's ``RotaryEmbedding`` (forward, the
-current Keras backend; keras-hub's tensors are ``(batch, seq, heads, head_dim)``).
+Then the Keras face's ``apply_rope``, eager and compiled by XLA (TensorFlow and JAX backends),
+against keras-hub's ``RotaryEmbedding`` (forward, the current Keras backend; keras-hub's tensors
+are ``(batch, seq, heads, head_dim)``).
 
 Targets (exit status 1 when missed), forward and forward+backward, like for like: posenc's
 per-layer ``RotaryEmbedding`` no slower than HF's per-layer ``apply_rotary_pos_emb``, and
@@ -57,6 +58,7 @@ HF_PER_LAYER = "HF apply_rotary_pos_emb (per layer)"
 HF_PER_MODEL = "HF LlamaRotaryEmbedding cos/sin (once per model)"
 OURS_PER_LAYER = "posenc RotaryEmbedding"
 OURS_PER_MODEL = "posenc cos/sin table (once per model)"
+KERAS_COMPILED = "posenc.keras apply_rope (XLA)"
 
 
 def straightforward(q, k, positions, inv_freq):
@@ -186,6 +188,24 @@ def torch_table(device: str, rows: list, *, shape=SHAPE, rounds=ROUNDS,
     return failed
 
 
+def keras_compiled(fn):
+    """``fn`` compiled by the Keras backend's XLA compiler (``tf.function(jit_compile=True)``
+    on TensorFlow, ``jax.jit`` on JAX), or ``None`` on the PyTorch backend (whose compiled
+    row is the PyTorch table's)."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(fn, jit_compile=True, autograph=False)
+    if backend == "jax":
+        import jax
+
+        return jax.jit(fn)
+    return None
+
+
 def keras_table(out: list, *, shape=SHAPE, rounds=ROUNDS) -> list[str]:
     import keras
 
@@ -202,6 +222,11 @@ def keras_table(out: list, *, shape=SHAPE, rounds=ROUNDS) -> list[str]:
     fns = {"copy": lambda: keras.ops.convert_to_numpy(keras.ops.add(q, 0.0)),
            "posenc.keras apply_rope": lambda: keras.ops.convert_to_numpy(
                pk.apply_rope(q, positions, inv_freq))}
+    compiled = keras_compiled(lambda x: pk.apply_rope(x, positions, inv_freq))
+    if compiled is not None:
+        fns[KERAS_COMPILED] = lambda: keras.ops.convert_to_numpy(compiled(q))
+        diff = abs(fns[KERAS_COMPILED]() - fns["posenc.keras apply_rope"]()).max()
+        assert diff < 1e-4, (KERAS_COMPILED, diff)
     if keras_hub is not None:
         hub = keras_hub.layers.RotaryEmbedding(max_wavelength=int(BASE))
         fns["keras-hub RotaryEmbedding"] = lambda: keras.ops.convert_to_numpy(hub(seq_first))

@@ -134,6 +134,15 @@ def test_bench_rotary_times_hugging_face_per_layer_and_per_model_apart(tmp_path)
     assert methods["posenc RotaryEmbedding"]["forward_backward_median_ms"] > 0
 
 
+def test_bench_rotary_times_the_keras_face_eager_and_compiled(tmp_path):
+    keras = pytest.importorskip("keras")
+    rows = run_script("bench_rotary.py", tmp_path, "--no-compile")["rows"]
+    backend = keras.backend.backend()
+    methods = {r["method"] for r in rows if r["table"] == f"keras-{backend}"}
+    assert {"copy", "posenc.keras apply_rope"} <= methods
+    assert ("posenc.keras apply_rope (XLA)" in methods) == (backend in ("tensorflow", "jax"))
+
+
 def test_readme_matches_the_scripts():
     readme = (BENCH / "README.md").read_text()
     assert not re.search(r"\|\s*\d+\.\d+\s*\|", readme), "tables of timings go stale"
@@ -141,6 +150,9 @@ def test_readme_matches_the_scripts():
     shaw = (BENCH / "bench_shaw.py").read_text()
     assert "at least 2x faster than a per-position Python" in shaw
     assert "target: 2x faster" in readme and "10x" not in readme
+    # the committed results are described as they are (test_the_committed_results_are_...)
+    assert "before the scripts shared one timer" not in readme and "2x or more" not in readme
+    assert "from one clean commit" in readme
 
 
 def test_bench_sinusoidal_prints_min_median_and_spread():
@@ -152,3 +164,48 @@ def test_bench_sinusoidal_prints_min_median_and_spread():
     header = next(line for line in out.stdout.splitlines() if "median" in line)
     assert header.split() == ["min", "median", "spread"]
     assert sum("ms over 2 calls" in line for line in out.stdout.splitlines()) == 1
+
+
+# --------------------------------------------------------------------------- the records
+
+
+def test_a_run_records_the_versions_of_the_comparators(monkeypatch):
+    """The versions of Hugging Face transformers and keras-hub, the libraries bench_rotary.py
+    compares posenc with, are part of a run's metadata when the run imported them."""
+    import types
+
+    from posenc.experiments.records import hardware, versions
+
+    for name, version in (("transformers", "9.9.9"), ("keras_hub", "8.8.8")):
+        fake = types.ModuleType(name)
+        fake.__version__ = version
+        monkeypatch.setitem(sys.modules, name, fake)
+    found = versions()
+    assert (found["transformers"], found["keras_hub"]) == ("9.9.9", "8.8.8")
+    if hasattr(os, "getloadavg"):
+        assert len(hardware()["load_average"]) == 3
+
+
+COMMITTED = ("bench-bias", "bench-rotary", "bench-shaw")
+
+
+def test_the_committed_results_are_one_run_from_one_clean_commit():
+    """What benchmarks/README.md and the Performance chapter say of the committed results:
+    every benchmark ran from the same commit, with no uncommitted change, on the CPU, through
+    the shared timer (median and spread beside each minimum)."""
+    from posenc.experiments import load_results
+
+    results = {name: load_results(name) for name in COMMITTED}
+    commits = {r["meta"]["commit"] for r in results.values()}
+    assert len(commits) == 1 and re.fullmatch(r"[0-9a-f]{40}", commits.pop())
+    assert all(r["meta"]["device"] == "cpu" for r in results.values())
+    bias, rotary, shaw = (results[name]["rows"] for name in COMMITTED)
+    assert all("sdpa_median_ms" in r and "compiled_ms" in r and r["sdpa_backend"] for r in bias)
+    methods = {r["method"] for r in rotary}
+    assert {"posenc RotaryEmbedding", "HF apply_rotary_pos_emb (per layer)",
+            "posenc cos/sin table (once per model)",
+            "HF LlamaRotaryEmbedding cos/sin (once per model)",
+            "posenc apply_rope (torch.compile)"} <= methods
+    assert all("forward_median_ms" in r for r in rotary)
+    assert {r["table"] for r in shaw} == {"shaw", "shaw-saving", "windowed"}
+    assert all("median_ms" in r for r in shaw if r["table"] == "shaw")

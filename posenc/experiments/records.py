@@ -72,8 +72,11 @@ def _cpu_name() -> str:
 
 
 def hardware(device=None) -> dict:
-    """CPU model and core count, the GPU name when ``device`` is CUDA, the OS."""
+    """CPU model and core count, the OS, the load average when it is called (a run's
+    metadata is written at its end), the GPU name when ``device`` is CUDA, PyTorch's threads."""
     info = {"cpu": _cpu_name(), "cpu_cores": os.cpu_count(), "platform": platform.platform()}
+    if hasattr(os, "getloadavg"):       # how busy the machine was over the last 1, 5, 15 minutes
+        info["load_average"] = [round(x, 2) for x in os.getloadavg()]
     if device is not None and getattr(device, "type", None) == "cuda":
         import torch
 
@@ -83,13 +86,19 @@ def hardware(device=None) -> dict:
     return info
 
 
+#: The libraries whose versions a run records when it imported them: the frameworks, and
+#: the libraries the benchmarks compare posenc with (Hugging Face transformers, keras-hub).
+RECORDED_LIBRARIES = ("torch", "keras", "tensorflow", "jax", "transformers", "keras_hub")
+
+
 def versions() -> dict:
-    """Python, posenc, NumPy and the versions of the frameworks this process imported."""
+    """Python, posenc, NumPy and the versions of the libraries of ``RECORDED_LIBRARIES``
+    this process imported (the frameworks and the benchmarks' comparators)."""
     import posenc
 
     found = {"python": platform.python_version(), "posenc": posenc.__version__,
              "numpy": np.__version__}
-    for name in ("torch", "keras", "tensorflow"):
+    for name in RECORDED_LIBRARIES:
         if name in sys.modules:
             found[name] = getattr(sys.modules[name], "__version__", "?")
     if "keras" in sys.modules:
