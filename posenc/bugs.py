@@ -39,8 +39,9 @@ class Bug:
         symptom: what a user sees.
         caught_by: the test of posenc's suite whose check fails on the wrong code.
         faces: where the wrong code exists: ``("numpy",)`` for this module, or the faces.
-        shipped: addresses of public threads where the mistake shipped and was reported or
-            fixed (empty for a mistake that is only plausible).
+        shipped: addresses of public threads where the mistake was reported or fixed, or,
+            for a form no thread reports as a bug, where it was added (empty for a mistake
+            that is only plausible).
         how_shipped: how the shipped form differs from the wrong code here ("" when it is
             the same).
     """
@@ -71,8 +72,8 @@ BUGS = {
         "at the wrong rows; right by construction when there are as many key heads as query "
         "heads, so a multi-head test passes",
         "tests/test_rotary.py::test_converted_weights_give_the_same_scores_in_the_other_layout",
-        shipped=(GH + "ggml-org/llama.cpp/issues/2376", GH + "ggml-org/llama.cpp/pull/3364",
-                 GH + "Dao-AILab/flash-attention/pull/546"),
+        shipped=(GH + "ggml-org/llama.cpp/issues/2376", GH + "ggml-org/llama.cpp/pull/2427",
+                 GH + "ggml-org/llama.cpp/pull/3364", GH + "Dao-AILab/flash-attention/pull/546"),
         how_shipped="in conversion scripts that permute the key projection of a Llama-2 or "
                     "TinyLlama checkpoint with the query heads' count; the converted models "
                     "produced gibberish"),
@@ -80,8 +81,8 @@ BUGS = {
         "RoPE angles computed in bfloat16",
         "apply_rope_in_input_dtype", "apply_rope",
         "from position 257 on, neighbouring positions share an angle (runs of 16 to 32 "
-        "tokens at 2,048 to 4,096, and inv_freq rounded too); near 65,536 the angles are off "
-        "by hundreds of radians",
+        "tokens at 2,048 to 4,096, and inv_freq rounded too); by 4,096 the angles are off by "
+        "more than 2 pi (8 radians), so their rotations are arbitrary",
         "tests/test_rotary.py::test_bfloat16_near_65536_stays_within_005_of_float32",
         shipped=(GH + "huggingface/transformers/pull/29285",
                  GH + "huggingface/transformers/issues/29496",

@@ -157,7 +157,12 @@ def test_bfloat16_positions_symptom_is_what_the_wrong_code_does():
     assert distinct_rows(0) == 64 and distinct_rows(193) == 64     # exact up to 256
     assert distinct_rows(2048) <= 8                                # runs of 8 or more at 2,048
     symptom = bugs.BUGS["bfloat16-positions"].symptom
-    assert "257" in symptom and "128 radians" not in symptom
+    assert "257" in symptom and "128 radians" not in symptom and "hundreds" not in symptom
+    # the angle error near 4,096 (it once said "hundreds of radians" near 65,536: it is ~30)
+    positions = torch.arange(4096 - 8, 4096 + 8)
+    wrong = torch.outer(positions.bfloat16(), inv_freq.bfloat16()).double()
+    error = float((wrong - torch.outer(positions.double(), inv_freq.double())).abs().max())
+    assert error > 2 * np.pi and "more than 2 pi (8 radians)" in symptom and error == 8.0
 
 
 def test_starved_table_symptom_separates_the_detached_and_the_scaled_table():
