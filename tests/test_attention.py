@@ -21,6 +21,7 @@ import posenc.keras as pk
 import posenc.torch as pt
 from faces import np32, same_error
 from harness import keras_policy
+from mutants import bug_param, wrong_code
 from posenc.attention import POSITIONS, Settings, attention_settings, scheme_options
 from posenc.interop import copy_weights
 from posenc.rotary import rope_config
@@ -260,10 +261,17 @@ def decoding_gap(face: str, position: str, new_cache=None) -> float:
                for chunks in ([1] * SEQ, [5, 1, 6], [SEQ]))
 
 
+# The schemes whose cached decoding does not read the cache's count: no positions, or a
+# relative bias built from the query and key lengths alone (tests/test_bugs.py checks it).
+OFFSET_BLIND = ("none", "shaw", "t5", "alibi")
+
+
 @pytest.mark.parametrize("face", ["torch", pytest.param("keras", marks=pytest.mark.keras)])
-@pytest.mark.parametrize("position", CAUSAL_SCHEMES)
-def test_cached_decoding_equals_the_full_pass(position, face):
-    assert decoding_gap(face, position) < 1e-4
+@pytest.mark.parametrize("position, impl", [(s, "posenc") for s in CAUSAL_SCHEMES] + [
+    bug_param("cache-offset", s) for s in CAUSAL_SCHEMES if s not in OFFSET_BLIND])
+def test_cached_decoding_equals_the_full_pass(position, face, impl):
+    new_cache = None if impl == "posenc" else lambda m: wrong_code(impl)(m.depth)
+    assert decoding_gap(face, position, new_cache) < 1e-4
 
 
 @pytest.mark.parametrize("face", ["torch", pytest.param("keras", marks=pytest.mark.keras)])

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import posenc.keras as pk
 import posenc.torch as pt
 from faces import numpy, tensor
+from mutants import and_the_bugs, bug_param, wrong_code
 from posenc import bias as nb
 from posenc.interop import copy_weights
 
@@ -189,10 +190,12 @@ def assert_swin_index(index, h: int, w: int) -> None:
     assert sorted(offsets) == list(range(size))             # every table row is used
 
 
-@pytest.mark.parametrize("window", [(1, 1), (2, 2), (3, 5), (7, 7), (4, 1)])
-def test_swin_index_has_no_collisions_and_a_symmetric_structure(window):
+@pytest.mark.parametrize("window, impl", [
+    *(((h, w), "posenc") for h, w in [(1, 1), (2, 2), (3, 5), (7, 7), (4, 1)]),
+    *(bug_param("swin-unscaled", window) for window in [(2, 2), (3, 5), (7, 7)])])
+def test_swin_index_has_no_collisions_and_a_symmetric_structure(window, impl):
     h, w = window
-    index = nb.swin_relative_index(h, w)
+    index = (nb.swin_relative_index if impl == "posenc" else wrong_code(impl))(h, w)
     assert_swin_index(index, h, w)
     for face in FACES.values():
         np.testing.assert_array_equal(numpy(face.swin_relative_index(h, w)), index)
@@ -428,8 +431,10 @@ def bf16_alibi_gap(face, bias_fn, num_heads=8, q_len=64, k_len=4096):
 
 
 @pytest.mark.parametrize("face", FACES)
-def test_alibi_bias_added_in_bfloat16_keeps_the_attention_of_float32(face):
-    assert bf16_alibi_gap(face, FACES[face].alibi_bias) < 0.01
+@and_the_bugs("alibi-key-only")
+def test_alibi_bias_added_in_bfloat16_keeps_the_attention_of_float32(face, impl):
+    bias_fn = FACES[face].alibi_bias if impl == "posenc" else wrong_code(impl, face)
+    assert bf16_alibi_gap(face, bias_fn) < 0.01
 
 
 @pytest.mark.parametrize("face", ["torch", "keras"])

@@ -1,18 +1,20 @@
-"""Mutation tests: every bug of ``posenc.bugs.BUGS`` is caught by a check of posenc's suite.
+"""The registry of ``posenc.bugs``: every bug is caught by the test it names, run on its code.
 
-For each bug, the check that the test named in ``caught_by`` runs on posenc (imported from
-that test file, not written again) runs here on the deliberately wrong code of
-``posenc.bugs`` / ``posenc.{torch,keras}.bugs`` and must FAIL there, and pass on posenc. A
-check that passes on a known bug would guard nothing.
+The test named in a bug's ``caught_by`` runs on the deliberately wrong code itself: it takes
+an ``impl`` parameter whose bug case is a strict ``xfail`` that must fail with an
+``AssertionError`` (``tests/mutants.py``), so the suite fails the day that test stops catching
+the bug. The first test here checks that every bug has such a case; the others pin what the
+registry and the debugging chapter say about the bugs.
 """
 
 from __future__ import annotations
 
-import ast
+import importlib
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _pytest.mark.structures import ParameterSet
 
 from posenc import bias as nb
 from posenc import bugs
@@ -22,102 +24,96 @@ FACES = ["torch", pytest.param("keras", marks=pytest.mark.keras)]
 
 
 def face_bugs(face: str):
-    if face == "torch":
-        import posenc.torch.bugs as module
-    else:
-        import posenc.keras.bugs as module
-    return module
+    return importlib.import_module(f"posenc.{face}.bugs")
 
 
-def face_module(face: str):
-    if face == "torch":
-        import posenc.torch as module
-    else:
-        import posenc.keras as module
-    return module
+def strict_xfail_cases(test, name: str) -> list:
+    """The parameter sets of ``test`` that run the bug ``name`` as a strict xfail that must
+    raise an AssertionError."""
+    cases = []
+    for mark in getattr(test, "pytestmark", []):
+        if mark.name != "parametrize":
+            continue
+        for value in mark.args[1]:
+            if not isinstance(value, ParameterSet) or name not in value.values:
+                continue
+            if any(m.name == "xfail" and m.kwargs.get("strict") is True
+                   and m.kwargs.get("raises") is AssertionError for m in value.marks):
+                cases.append(value)
+    return cases
 
 
 # --------------------------------------------------------------------------- the registry
 
-def test_every_bug_names_a_test_that_exists_and_is_run_here():
-    here = (HERE / "test_bugs.py").read_text()
+@pytest.mark.parametrize("name", list(bugs.BUGS))
+def test_every_bug_runs_in_the_test_that_names_it_as_a_strict_xfail(name):
+    bug = bugs.BUGS[name]
+    path, function = bug.caught_by.split("::")
+    assert (HERE.parent / path).exists(), bug.caught_by
+    test = getattr(importlib.import_module(Path(path).stem), function)
+    assert strict_xfail_cases(test, name), f"{bug.caught_by} never runs {name!r}"
+    for face in bug.faces:
+        module = bugs if face == "numpy" else face_bugs(face)
+        assert hasattr(module, bug.wrong), (name, face)
+
+
+def test_every_shipped_bug_cites_its_threads():
+    """A bug either cites public threads (issues or pull requests) or is only plausible."""
     for name, bug in bugs.BUGS.items():
-        path, function = bug.caught_by.split("::")
-        tree = ast.parse((HERE.parent / path).read_text())
-        assert function in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}, name
-        assert f'"{name}"' in here, f"no mutation test for {name}"
-        for face in bug.faces:
-            module = bugs if face == "numpy" else face_bugs(face)
-            assert hasattr(module, bug.wrong), (name, face)
+        for url in bug.shipped:
+            assert url.startswith("https://github.com/"), (name, url)
+            assert url.split("/")[5] in ("issues", "pull"), (name, url)
+            assert bugs.thread_name(url).split("#")[1].isdigit(), (name, url)
+        assert bool(bug.how_shipped) == bool(bug.shipped), name
+    assert [n for n, b in bugs.BUGS.items() if not b.shipped] == ["rope-layout"]
 
 
-# --------------------------------------------------------------------------- one test per bug
-
-@pytest.mark.parametrize("face", FACES)
-def test_rope_layout(face):
-    """"rope-layout": the layout check fails on a conversion that ignores the heads."""
-    from test_rotary import layout_scores_error
-
-    assert layout_scores_error(face, face_module(face).convert_rope_layout) < 1e-4
-    assert layout_scores_error(face, face_bugs(face).convert_rope_layout_one_head) > 0.1
-
+# --------------------------------------------------------------------------- what the chapter says
 
 @pytest.mark.parametrize("face", FACES)
-def test_bfloat16_positions(face):
-    """"bfloat16-positions": the bound near 65,536 fails on angles in bfloat16."""
-    from test_rotary import bf16_error
+def test_the_query_heads_conversion_is_right_without_grouped_query_attention(face):
+    """The GQA bug hides in a multi-head model: with as many key heads as query heads it is
+    posenc's conversion, so only a grouped-query case can catch it."""
+    from test_rotary import FACES as MODULES
+    from test_rotary import np32, tensor
 
-    assert bf16_error(face, face_module(face).apply_rope) < 0.05
-    assert bf16_error(face, face_bugs(face).apply_rope_in_input_dtype) > 0.5
+    m, rng = MODULES[face], np.random.default_rng(0)
+    wq, wk = (tensor(face, rng.normal(size=(32, 12)).astype(np.float32)) for _ in "qk")
+    q, k = face_bugs(face).convert_qk_with_query_heads(wq, wk, 4, 4, to="half")
+    np.testing.assert_array_equal(np32(q), np32(m.convert_rope_layout(wq, 4, to="half")))
+    np.testing.assert_array_equal(np32(k), np32(m.convert_rope_layout(wk, 4, to="half")))
+    _, k2 = face_bugs(face).convert_qk_with_query_heads(wq, wk[:16], 4, 2, to="half")
+    assert not np.array_equal(np32(k2), np32(m.convert_rope_layout(wk[:16], 2, to="half")))
 
 
 @pytest.mark.parametrize("face", FACES)
-@pytest.mark.parametrize("position", ["rope", "learned", "sinusoidal"])
-def test_cache_offset(face, position):
-    """"cache-offset": cached decoding differs from the full pass with the off-by-one cache."""
-    from test_attention import decoding_gap
+@pytest.mark.parametrize("position", ["none", "shaw", "t5", "alibi"])
+def test_the_off_by_one_cache_is_invisible_to_the_offset_blind_schemes(face, position):
+    """A decoding test of these schemes alone passes on the wrong cache (the chapter's point:
+    a check must run on a scheme the bug can reach)."""
+    from test_attention import OFFSET_BLIND, decoding_gap
 
-    assert decoding_gap(face, position) < 1e-4
-    assert decoding_gap(face, position, lambda m: bugs.OffByOneCache(m.depth)) > 1e-2
-
-
-@pytest.mark.parametrize("face", FACES)
-def test_short_table(face):
-    """"short-table": reading past the table must raise; the clamping read does not."""
-    from test_learned import past_the_table_error
-
-    assert "max_len=4" in past_the_table_error(face, lambda enc, p: enc.encoding(p))
-    assert past_the_table_error(face, face_bugs(face).clamped_encoding) == ""
+    assert position in OFFSET_BLIND
+    assert decoding_gap(face, position, lambda m: bugs.OffByOneCache(m.depth)) < 1e-4
 
 
-@pytest.mark.parametrize("face", FACES)
-def test_swapped_halves(face):
-    """"swapped-halves": the reference values fail on cosines first."""
-    from test_sinusoidal import reference_gap
+def test_short_table_symptom_names_what_each_gather_does():
+    """A clamping gather (jax.numpy indexing) gives the last row, jax.numpy.take gives NaN
+    (the gather of Keras' JAX backend), PyTorch and TensorFlow's CPU gather raise."""
+    jnp = pytest.importorskip("jax.numpy")
+    import tensorflow as tf
+    import torch
 
-    module = face_module(face)
-    right = lambda p, d, base: module.sinusoidal(p, d, base=base, layout="concat")  # noqa
-    assert reference_gap(face, right, 64, 10000.0, "concat") < 1e-6
-    assert reference_gap(face, face_bugs(face).sinusoidal_swapped, 64, 10000.0, "concat") > 0.5
-
-
-@pytest.mark.parametrize("window", [(2, 2), (7, 7)])
-def test_swin_unscaled(window):
-    """"swin-unscaled": the no-collision check fails on the unscaled row offset."""
-    from test_bias import assert_swin_index
-
-    assert_swin_index(nb.swin_relative_index(*window), *window)
-    with pytest.raises(AssertionError):
-        assert_swin_index(bugs.swin_relative_index_unscaled(*window), *window)
-
-
-@pytest.mark.parametrize("face", FACES)
-def test_starved_table(face):
-    """"starved-table": the gradient monitor's verdict turns from healthy to starved."""
-    from test_diagnostics import lab_table_health
-
-    assert lab_table_health(face) == "healthy"
-    assert lab_table_health(face, face_bugs(face).starve_position_table) == "starved"
+    table = np.arange(8.0, dtype=np.float32).reshape(4, 2)
+    past = np.array([4, 5])
+    np.testing.assert_array_equal(np.asarray(jnp.asarray(table)[past]), table[[3, 3]])
+    assert np.isnan(np.asarray(jnp.take(jnp.asarray(table), past, axis=0))).all()
+    with pytest.raises(IndexError):
+        torch.as_tensor(table)[torch.as_tensor(past)]
+    with tf.device("/CPU:0"), pytest.raises(tf.errors.InvalidArgumentError):
+        tf.gather(table, past)
+    symptom = bugs.BUGS["short-table"].symptom
+    assert "last row" in symptom and "NaN" in symptom and "zeros" in symptom
 
 
 def test_unscaled_swin_index_collides_where_the_text_says():
@@ -126,15 +122,6 @@ def test_unscaled_swin_index_collides_where_the_text_says():
     assert wrong[1, 0] == wrong[2, 0]
     assert nb.swin_relative_index(2, 2)[1, 0] != nb.swin_relative_index(2, 2)[2, 0]
     assert len(np.unique(wrong)) < 9
-
-
-@pytest.mark.parametrize("face", FACES)
-def test_alibi_key_only(face):
-    """"alibi-key-only": the bfloat16 attention check fails on the key-only bias."""
-    from test_bias import bf16_alibi_gap
-
-    assert bf16_alibi_gap(face, face_module(face).alibi_bias) < 0.01
-    assert bf16_alibi_gap(face, face_bugs(face).alibi_bias_key_only) > 0.1
 
 
 def test_alibi_key_only_symptom_names_bfloat16s_step_at_its_largest_bias():
@@ -170,7 +157,12 @@ def test_bfloat16_positions_symptom_is_what_the_wrong_code_does():
     assert distinct_rows(0) == 64 and distinct_rows(193) == 64     # exact up to 256
     assert distinct_rows(2048) <= 8                                # runs of 8 or more at 2,048
     symptom = bugs.BUGS["bfloat16-positions"].symptom
-    assert "257" in symptom and "128 radians" not in symptom
+    assert "257" in symptom and "128 radians" not in symptom and "hundreds" not in symptom
+    # the angle error near 4,096 (it once said "hundreds of radians" near 65,536: it is ~30)
+    positions = torch.arange(4096 - 8, 4096 + 8)
+    wrong = torch.outer(positions.bfloat16(), inv_freq.bfloat16()).double()
+    error = float((wrong - torch.outer(positions.double(), inv_freq.double())).abs().max())
+    assert error > 2 * np.pi and "more than 2 pi (8 radians)" in symptom and error == 8.0
 
 
 def test_starved_table_symptom_separates_the_detached_and_the_scaled_table():

@@ -25,6 +25,8 @@ from posenc.keras.tasks import lag_loss as keras_lag_loss
 from posenc.keras.tasks import lag_weights as keras_lag_weights
 from posenc.keras.tasks import load_lag_weights as keras_load_lag_weights
 from posenc.torch.tasks import LagModel, lag_loss, lag_weights
+from mutants import and_the_bugs, wrong_code
+
 
 # --------------------------------------------------------------------------- similarity
 
@@ -346,8 +348,10 @@ def lab_table_health(face: str, prepare=None, steps: int = 12) -> str:
 
 
 @pytest.mark.parametrize("face", ["torch", pytest.param("keras", marks=pytest.mark.keras)])
-def test_learned_table_gets_a_healthy_gradient(face):
-    assert lab_table_health(face) == "healthy"
+@and_the_bugs("starved-table")
+def test_learned_table_gets_a_healthy_gradient(face, impl):
+    prepare = None if impl == "posenc" else wrong_code(impl, face)
+    assert lab_table_health(face, prepare) == "healthy"
 
 
 # --------------------------------------------------------------------------- the Keras face

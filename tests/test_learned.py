@@ -14,6 +14,7 @@ import posenc.torch.learned as pt
 import reference as ref
 from posenc.learned import interpolation_matrix
 from faces import dtype_name, np32, numpy, same_error, tensor
+from mutants import and_the_bugs, wrong_code
 
 FACES = {"torch": pt, "keras": pk}
 SETTINGS = settings(max_examples=25, deadline=None, derandomize=True)
@@ -532,8 +533,11 @@ def past_the_table_error(face: str, encode) -> str:
 
 
 @pytest.mark.parametrize("face", ["torch", pytest.param("keras", marks=pytest.mark.keras)])
-def test_positions_past_the_table_raise(face):
-    message = past_the_table_error(face, lambda enc, positions: enc.encoding(positions))
+@and_the_bugs("short-table")
+def test_positions_past_the_table_raise(face, impl):
+    encode = ((lambda enc, positions: enc.encoding(positions)) if impl == "posenc"
+              else wrong_code(impl, face))
+    message = past_the_table_error(face, encode)
     assert "max_len=4" in message, message
 
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import posenc.keras as pk
 import posenc.torch as pt
 from faces import np32, tensor
+from mutants import and_the_bugs, wrong_code
 from posenc import rotary
 from reference import rope as rope_np
 
@@ -266,36 +267,53 @@ def test_both_faces_agree_on_the_module():
 
 # --------------------------------------------------------------------------- layouts
 
+def qk_converter(face: str, impl: str):
+    """``convert(wq, wk, num_heads, num_kv_heads, to=...) -> (wq, wk)``: posenc's conversion
+    (each projection with its own head count) or the wrong code of a layout bug."""
+    if impl == "rope-layout-gqa":
+        return wrong_code(impl, face)
+    one = FACES[face].convert_rope_layout if impl == "posenc" else wrong_code(impl, face)
+    return lambda wq, wk, heads, kv_heads, *, to: (one(wq, heads, to=to),
+                                                   one(wk, kv_heads, to=to))
+
+
+LAYOUT_HEADS = ((2, 2), (4, 2))      # (query heads, key heads): multi-head and grouped-query
+
+
 def layout_scores_error(face, convert) -> float:
-    """Largest gap between the scores of a q/k projection in one layout and those of its
-    weights after ``convert(weight, num_heads, to=...)`` in the other (both directions)."""
-    heads, head_dim, dim, seq = 2, 8, 12, 7
+    """Largest gap between the scores of q/k projections in one layout and those of their
+    weights after ``convert(wq, wk, num_heads, num_kv_heads, to=...)`` in the other (both
+    directions), with 2 query and 2 key heads and with 4 query heads sharing 2 key heads."""
+    head_dim, dim, seq = 8, 12, 7
     rng = np.random.default_rng(3)
     h = rng.normal(size=(seq, dim)).astype(np.float32)
-    wq, wk = (rng.normal(size=(heads * head_dim, dim)).astype(np.float32) for _ in range(2))
     m = FACES[face]
     inv_freq, _ = rotary.rope_frequencies(head_dim)
-
-    def scores(wq, wk, layout):
-        def project(w):
-            x = h @ np32(w).T                                    # (seq, heads * head_dim)
-            x = x.reshape(seq, heads, head_dim).transpose(1, 0, 2)
-            return np32(m.apply_rope(tensor(face, x), seq, inv_freq, layout=layout))
-        return project(wq) @ project(wk).transpose(0, 2, 1)
-
     gaps = []
-    for src, dst in (("interleaved", "half"), ("half", "interleaved")):
-        converted = [convert(tensor(face, w), heads, to=dst) for w in (wq, wk)]
-        gaps.append(np.abs(scores(*converted, dst) - scores(wq, wk, src)).max())
-        # without the conversion the other layout computes other scores
-        assert not np.allclose(scores(wq, wk, dst), scores(wq, wk, src), atol=1e-2)
+    for heads, kv_heads in LAYOUT_HEADS:
+        wq = rng.normal(size=(heads * head_dim, dim)).astype(np.float32)
+        wk = rng.normal(size=(kv_heads * head_dim, dim)).astype(np.float32)
+
+        def scores(wq, wk, layout):
+            def project(w, n):
+                x = (h @ np32(w).T).reshape(seq, n, head_dim).transpose(1, 0, 2)
+                return np32(m.apply_rope(tensor(face, x), seq, inv_freq, layout=layout))
+            k = np.repeat(project(wk, kv_heads), heads // kv_heads, axis=0)  # query h reads
+            return project(wq, heads) @ k.transpose(0, 2, 1)                # key h // group
+
+        for src, dst in (("interleaved", "half"), ("half", "interleaved")):
+            converted = convert(tensor(face, wq), tensor(face, wk), heads, kv_heads, to=dst)
+            gaps.append(np.abs(scores(*converted, dst) - scores(wq, wk, src)).max())
+            # without the conversion the other layout computes other scores
+            assert not np.allclose(scores(wq, wk, dst), scores(wq, wk, src), atol=1e-2)
     return float(max(gaps))
 
 
 @pytest.mark.parametrize("face", FACES)
-def test_converted_weights_give_the_same_scores_in_the_other_layout(face):
+@and_the_bugs("rope-layout", "rope-layout-gqa")
+def test_converted_weights_give_the_same_scores_in_the_other_layout(face, impl):
+    assert layout_scores_error(face, qk_converter(face, impl)) < 1e-4
     m = FACES[face]
-    assert layout_scores_error(face, m.convert_rope_layout) < 1e-4
     wq = np.random.default_rng(3).normal(size=(16, 12)).astype(np.float32)
     back = m.convert_rope_layout(m.convert_rope_layout(tensor(face, wq), 2, to="half"),
                                  2, to="interleaved")
@@ -340,17 +358,27 @@ def test_rotary_embedding_2d_is_apply_rope_2d_on_q_and_k(face, layout):
 POSITIONS_NEAR_64K = np.arange(65_536 - 8, 65_536 + 8)
 
 
+POSITIONS_NEAR_4K = np.arange(4096 - 8, 4096 + 8)     # an ordinary context length
+
+
 def bf16_error(face, rope) -> float:
+    """Largest gap to float64 of ``rope(x, positions, inv_freq)`` on bfloat16 features, at 16
+    positions near 4,096 and 16 near 65,536."""
     x, _ = qk(shape=(2, 2, 16, 64))
     inv_freq, _ = rotary.rope_frequencies(64)
-    exact = rope_np(x, POSITIONS_NEAR_64K, inv_freq, "half")
-    got = rope(tensor(face, x, "bfloat16"), tensor(face, POSITIONS_NEAR_64K), inv_freq)
-    return float(np.abs(np32(got) - exact).max())
+    gaps = []
+    for positions in (POSITIONS_NEAR_4K, POSITIONS_NEAR_64K):
+        exact = rope_np(x, positions, inv_freq, "half")
+        got = rope(tensor(face, x, "bfloat16"), tensor(face, positions), inv_freq)
+        gaps.append(np.abs(np32(got) - exact).max())
+    return float(max(gaps))
 
 
 @pytest.mark.parametrize("face", FACES)
-def test_bfloat16_near_65536_stays_within_005_of_float32(face):
-    assert bf16_error(face, FACES[face].apply_rope) < 0.05
+@and_the_bugs("bfloat16-positions")
+def test_bfloat16_near_65536_stays_within_005_of_float32(face, impl):
+    rope = FACES[face].apply_rope if impl == "posenc" else wrong_code(impl, face)
+    assert bf16_error(face, rope) < 0.05
     x, k = qk(shape=(2, 2, 16, 64))
     rope = FACES[face].RotaryEmbedding(64)
     exact = np32(rope(tensor(face, x), tensor(face, k), offset=65_528)[0])

@@ -13,6 +13,7 @@ import posenc.torch as pt
 import reference as ref
 from posenc.interop import copy_weights
 from faces import dtype_name, numpy, tensor
+from mutants import bug_param, wrong_code
 
 FACES = {"torch": pt, "keras": pk}
 SETTINGS = settings(max_examples=20, deadline=None, derandomize=True)
@@ -27,14 +28,16 @@ def face(request):
 # Values against the float64 reference.
 
 
-@pytest.mark.parametrize("layout", ["interleaved", "concat"])
+@pytest.mark.parametrize("layout, impl", [("interleaved", "posenc"), ("concat", "posenc"),
+                                          bug_param("swapped-halves", "concat")])
 @pytest.mark.parametrize("base", [10000.0, 100.0, 2.5, 1e6])
 @pytest.mark.parametrize("dim", [2, 6, 64])
-def test_sinusoidal_matches_reference(face, layout, base, dim):
+def test_sinusoidal_matches_reference(face, layout, base, dim, impl):
     out = FACES[face].sinusoidal(50, dim, base=base, layout=layout)
     assert tuple(out.shape) == (50, dim)
     assert dtype_name(out) == "float32"
-    encode = lambda p, d, base: FACES[face].sinusoidal(p, d, base=base, layout=layout)  # noqa
+    encode = (lambda p, d, base: FACES[face].sinusoidal(p, d, base=base, layout=layout)  # noqa
+              ) if impl == "posenc" else wrong_code(impl, face)
     assert reference_gap(face, encode, dim, base, layout) < 1e-6
 
 

@@ -3,7 +3,8 @@
 For teaching only (the debugging chapter): each function reproduces one mistake that
 :data:`posenc.bugs.BUGS` describes, next to the posenc code it gets wrong. The Keras face
 ``posenc.keras.bugs`` has the same names. ``tests/test_bugs.py`` checks that posenc's tests
-fail on every one of them. Never use them in a model.
+fail on every one of them (each named test runs on the wrong code as a strict xfail).
+Never use them in a model.
 """
 
 from __future__ import annotations
@@ -14,13 +15,23 @@ from posenc.sinusoidal import sinusoidal_inv_freq
 from posenc.torch.bias import alibi_slopes
 from posenc.torch.rotary import convert_rope_layout
 
-__all__ = ["convert_rope_layout_one_head", "apply_rope_in_input_dtype", "clamped_encoding",
-           "sinusoidal_swapped", "starve_position_table", "alibi_bias_key_only"]
+__all__ = ["convert_rope_layout_one_head", "convert_qk_with_query_heads",
+           "apply_rope_in_input_dtype", "clamped_encoding", "sinusoidal_swapped",
+           "starve_position_table", "alibi_bias_key_only"]
 
 
 def convert_rope_layout_one_head(weight, num_heads, *, to):
     """WRONG: permutes the whole projection as if it were one head (``num_heads`` ignored)."""
     return convert_rope_layout(weight, 1, to=to)
+
+
+def convert_qk_with_query_heads(wq, wk, num_heads, num_kv_heads, *, to):
+    """WRONG under grouped-query attention: converts the key projection with the number of
+    query heads (``num_kv_heads`` ignored), so each key head is cut at the wrong rows.
+
+    Returns the converted ``(wq, wk)``; right when ``num_kv_heads == num_heads``."""
+    return (convert_rope_layout(wq, num_heads, to=to),
+            convert_rope_layout(wk, num_heads, to=to))
 
 
 def apply_rope_in_input_dtype(x, positions, inv_freq):
