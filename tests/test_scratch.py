@@ -643,3 +643,99 @@ def test_chapter8_llama3_scratch_equals_the_package(head_dim, base, factor, low,
     for face in (st, sk):
         got = face.llama3_inv_freq(head_dim, base, factor, _L, low, high)
         np.testing.assert_allclose(np32(got), want, rtol=1e-5)
+
+
+# Chapters 3 and 4: the hybrid, low-rank and regularised codes, times, trees and modalities
+
+
+def test_hybrid_and_low_rank_scratch_equal_the_package():
+    torch.manual_seed(0)
+    hybrid, low = pt.HybridEncoding(12, 8), pt.LowRankEncoding(12, 8, rank=3)
+    with torch.no_grad():
+        hybrid.scale.fill_(0.7)
+        hybrid.offset.normal_()
+    x = torch.randn(2, 9, 8)
+    torch.testing.assert_close(st.hybrid(x, hybrid.scale, hybrid.offset), hybrid(x),
+                               atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(st.low_rank(x, low.left, low.right), low(x), atol=1e-6, rtol=1e-6)
+    hybrid_k, low_k = pk.HybridEncoding(12, 8), pk.LowRankEncoding(12, 8, rank=3)
+    from posenc.interop import copy_weights
+    copy_weights(hybrid, hybrid_k)
+    copy_weights(low, low_k)
+    xk = x.numpy()
+    for ours, theirs in ((sk.hybrid(xk, hybrid_k.scale, hybrid_k.offset), hybrid_k(xk)),
+                         (sk.low_rank(xk, low_k.left, low_k.right), low_k(xk))):
+        np.testing.assert_allclose(np32(ours), np32(theirs), atol=1e-5)
+    np.testing.assert_allclose(np32(sk.hybrid(xk, hybrid_k.scale, hybrid_k.offset)),
+                               hybrid(x).detach().numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["dropout", "channel dropout", "noise"])
+def test_regulariser_scratch_equals_the_package_given_its_draws(kind):
+    """The scratch versions take the random draws as arguments: read them off a module with the
+    same seed applied to ones (or zeros), then compare on a real code."""
+    rate, std = 0.25, 0.3
+    code = pt.sinusoidal(16, 8).expand(3, 16, 8).contiguous()
+    make_t = {"dropout": lambda: pt.EncodingDropout(rate, seed=4),
+              "channel dropout": lambda: pt.ChannelDropout(rate, seed=4),
+              "noise": lambda: pt.GaussianNoise(std, seed=4)}[kind]
+    make_k = {"dropout": lambda: pk.EncodingDropout(rate, seed=4),
+              "channel dropout": lambda: pk.ChannelDropout(rate, seed=4),
+              "noise": lambda: pk.GaussianNoise(std, seed=4)}[kind]
+    want_t = make_t().train()(code)
+    want_k = np32(make_k()(code.numpy(), training=True))
+    if kind == "noise":
+        draw_t = make_t().train()(torch.zeros_like(code)) / std
+        draw_k = np32(make_k()(np.zeros_like(code.numpy()), training=True)) / std
+        got_t, got_k = st.gaussian_noise(code, draw_t, std), sk.gaussian_noise(code.numpy(),
+                                                                               draw_k, std)
+    else:
+        keep_t = make_t().train()(torch.ones_like(code)) != 0
+        keep_k = np32(make_k()(np.ones_like(code.numpy()), training=True)) != 0
+        if kind == "channel dropout":        # one mask per channel, the same at every position
+            assert torch.equal(keep_t, keep_t[:, :1].expand_as(keep_t))
+            keep_t, keep_k = keep_t[:, :1], keep_k[:, :1]
+        got_t, got_k = st.dropout(code, keep_t, rate), sk.dropout(code.numpy(), keep_k, rate)
+    torch.testing.assert_close(got_t, want_t, atol=1e-6, rtol=1e-6)
+    np.testing.assert_allclose(np32(got_k), want_k, atol=1e-6)
+
+
+def test_time_scratch_equals_the_package():
+    times = torch.tensor([0.0, 0.4, 0.5, 3.0, 3.1, 9.0, 1234.25], dtype=torch.float64)
+    want = pt.ContinuousTimeEncoding(16, time_scale=0.5).encoding(times)
+    torch.testing.assert_close(st.continuous_time(times, 16, time_scale=0.5), want,
+                               atol=1e-6, rtol=1e-6)
+    np.testing.assert_allclose(np32(sk.continuous_time(times.numpy(), 16, time_scale=0.5)),
+                               np32(pk.ContinuousTimeEncoding(16, time_scale=0.5)
+                                    .encoding(times.numpy())), atol=1e-5)
+    torch.manual_seed(0)
+    t2v = pt.Time2Vec(16)
+    t32 = times.float()
+    torch.testing.assert_close(st.time2vec(t32, t2v.frequency, t2v.phase), t2v.encoding(t32),
+                               atol=1e-5, rtol=1e-5)
+    t2v_k = pk.Time2Vec(16)
+    from posenc.interop import copy_weights
+    copy_weights(t2v, t2v_k)
+    np.testing.assert_allclose(np32(sk.time2vec(t32.numpy(), t2v_k.frequency, t2v_k.phase)),
+                               np32(t2v_k.encoding(t32.numpy())), atol=1e-4)
+
+
+def test_tree_and_modality_scratch_equal_the_package():
+    paths = torch.tensor([[0, -1, -1], [0, 2, -1], [0, 3, 1], [1, -1, -1], [3, 3, 3]])
+    fixed = pt.hierarchical(paths, 12, max_depth=3)
+    torch.testing.assert_close(st.tree_code(paths, 12, 3), fixed, atol=1e-6, rtol=1e-6)
+    np.testing.assert_allclose(np32(sk.tree_code(paths.numpy(), 12, 3)),
+                               np32(pk.hierarchical(paths.numpy(), 12, max_depth=3)), atol=1e-6)
+    torch.manual_seed(0)
+    learned = pt.HierarchicalEncoding(3, 4, 12)
+    torch.testing.assert_close(st.tree_learned(paths, learned.level_tables),
+                               learned.encoding(paths), atol=1e-6, rtol=1e-6)
+    learned_k = pk.HierarchicalEncoding(3, 4, 12)
+    from posenc.interop import copy_weights
+    copy_weights(learned, learned_k)
+    np.testing.assert_allclose(np32(sk.tree_learned(paths.numpy(), learned_k.level_tables)),
+                               np32(learned_k.encoding(paths.numpy())), atol=1e-6)
+    ids = torch.tensor([0, 0, 1, 1, 1, 0, 2, 1, 0])
+    assert st.modality_positions(ids).tolist() == pt.modality_positions(ids).tolist()
+    assert (np32(sk.modality_positions(ids.numpy())).tolist()
+            == np32(pk.modality_positions(ids.numpy())).tolist())

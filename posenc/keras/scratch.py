@@ -70,6 +70,28 @@ def resize_linear(table, new_length):
     return (1 - w) * ops.take(table, lo, axis=0) + w * ops.take(table, hi, axis=0)
 
 
+def hybrid(x, scale, offset, base=10000.0):
+    """Add scale * PE(p) + offset[p], p = 0 .. seq-1, to x of shape (batch, seq, dim)."""
+    n, dim = x.shape[-2], x.shape[-1]
+    return ops.add(x, scale * sinusoidal(ops.arange(n), dim, base) + offset[:n])
+
+
+def low_rank(x, left, right):
+    """Add rows 0 .. seq-1 of the table left @ right, (max_len, r) @ (r, dim), to x."""
+    return ops.add(x, ops.matmul(left[: x.shape[-2]], right))
+
+
+def dropout(p, keep, rate):
+    """Zero p where keep is False and scale the rest by 1 / (1 - rate); keep of shape
+    (..., 1, dim) drops whole channels (channel dropout)."""
+    return ops.where(keep, p / (1 - rate), ops.zeros_like(p))
+
+
+def gaussian_noise(p, noise, std):
+    """p plus std times a draw of standard normal noise shaped like p."""
+    return p + std * noise
+
+
 # Chapter 4
 
 
@@ -88,6 +110,43 @@ def laplacian_positions(adjacency, k):
     lap = ops.eye(adjacency.shape[0]) - d[:, None] * adjacency * d[None, :]
     eigenvalues, eigenvectors = ops.eigh(lap)                    # ascending eigenvalues
     return eigenvectors[:, 1:k + 1]                              # skip eigenvalue 0
+
+
+def continuous_time(t, dim, time_scale=1.0, base=10000.0):
+    """The sinusoid of chapter 2 at the real positions t / time_scale, for t of shape (n,)."""
+    return sinusoidal(ops.cast(t, "float64") / time_scale, dim, base)
+
+
+def time2vec(t, frequency, phase):
+    """[w_0 t + b_0, sin(w_1 t + b_1), ..., sin(w_(d-1) t + b_(d-1))] for t of shape (...)."""
+    angles = ops.expand_dims(t, -1) * frequency + phase
+    return ops.concatenate((angles[..., :1], ops.sin(angles[..., 1:])), axis=-1)
+
+
+def tree_code(paths, dim, max_depth, base=10000.0):
+    """Level l's block of dim / max_depth channels holds PE(c_l), zeros past the node's depth;
+    paths (n, max_depth) of child indices from the root, padded with -1."""
+    width = dim // max_depth
+    blocks = [sinusoidal(ops.maximum(paths[:, l], 0), width, base)
+              * ops.cast(paths[:, l, None] >= 0, "float32") for l in range(max_depth)]
+    return ops.concatenate(blocks, axis=-1)
+
+
+def tree_learned(paths, level_tables):
+    """Sum over the levels l the node reaches of level_tables[l, c_l], (depth, children, dim)."""
+    rows = ops.stack([ops.take(level_tables[l], ops.maximum(paths[:, l], 0), axis=0)
+                      for l in range(paths.shape[-1])], axis=1)       # (n, depth, dim)
+    return ops.sum(rows * ops.cast(paths >= 0, rows.dtype)[..., None], axis=-2)
+
+
+def modality_positions(modality_ids):
+    """One running counter per modality: each token's position among the earlier tokens of
+    its own modality."""
+    counters, positions = {}, []
+    for m in ops.convert_to_numpy(modality_ids).tolist():
+        positions.append(counters.get(m, 0))
+        counters[m] = positions[-1] + 1
+    return ops.convert_to_tensor(positions)
 
 
 # Chapter 5
