@@ -821,6 +821,19 @@ def test_committed_probe_results():
         assert r2[(scheme, "trained", 0)] < 0.2, scheme
 
 
+@pytest.mark.parametrize("framework", ["torch", "keras"])
+def test_committed_probe_control_and_offset_probe(framework):
+    # layer 0 of the schemes without an absolute table is one token embedding: the same R^2
+    # for the four at initialisation (the control); ALiBi's scores carry the offset from the start
+    got = _committed("probe", framework=framework, tag="seed0")
+    rows = {(r["scheme"], r["stage"], r["probe"], r["layer"]): r["r2"] for r in got["rows"]}
+    first = [rows[(s, "init", "position", 0)] for s in ("none", "rope", "alibi", "t5")]
+    assert np.ptp(first) < 1e-6 and abs(first[0]) < 0.1
+    depth = got["meta"]["settings"]["depth"]
+    assert rows[("alibi", "init", "offset", depth)] > 0.3
+    assert rows[("none", "init", "offset", depth)] < 0.05
+
+
 def test_bfloat16_models_give_float32_states_and_finite_norms(mixed_bfloat16):
     torch.manual_seed(0)
     model = TorchStandIn().to(torch.bfloat16)
