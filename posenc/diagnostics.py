@@ -9,6 +9,10 @@ faces hand over (``posenc.torch.diagnostics`` and ``posenc.keras.diagnostics`` c
 * **How much position does each layer carry?** :func:`fit_probe` fits a linear probe that
   predicts a token's position from its hidden state (closed-form ridge regression, scored on
   held-out sequences); :func:`probe_layers` runs it on every layer.
+* **Where do relative schemes keep position?** Not in the hidden states but in the attention
+  scores: :func:`offset_features` turns a layer's causal attention weights into one feature
+  per head for every pair of a query and an earlier key, and :func:`probe_offsets` fits the
+  same probe to predict the offset ``i - j`` from them.
 * **Does the positional table get a fair share of the gradient?** :class:`GradientLog` keeps
   the gradient norms a monitor records, and :func:`gradient_health` says whether the ratio of
   the positional weights' gradient to the rest of the model's lies in
@@ -47,6 +51,8 @@ __all__ = [
     "ridge_regression",
     "fit_probe",
     "probe_layers",
+    "offset_features",
+    "probe_offsets",
     "GRADIENT_RATIO_RANGE",
     "GradientLog",
     "gradient_health",
@@ -311,19 +317,84 @@ def probe_layers(hidden_states, positions=None, **probe_options) -> list[ProbeRe
     return [fit_probe(h, positions, **probe_options) for h in hidden_states]
 
 
+def offset_features(attention, *, floor: float = 1e-30) -> tuple[np.ndarray, np.ndarray]:
+    """Per-head features of every (query, earlier key) pair, from causal attention weights.
+
+    A softmax ignores a constant added to a query's logits, so what attention can act on is the
+    difference of two logits of the same query. This returns, for each pair of a query ``i``
+    and a key ``j < i``, each head's ``log a[i, j] - log a[i, i]``: the logit of the key minus
+    that of the query's own position (the pair at offset 0), which equals the difference of the
+    logits before the softmax. ALiBi's bias, for one, enters it as ``-slope * (i - j)``.
+
+    Args:
+        attention: array-like ``(batch, heads, seq, seq)``, a layer's causal attention
+            weights (each row sums to 1; ``seq >= 2``).
+        floor: weights below it are raised to it before the logarithm (a softmax in float32
+            can underflow to 0). Default ``1e-30``.
+
+    Returns:
+        ``(features, offsets)``: ``(batch, pairs, heads)`` float64 features and the
+        ``(pairs,)`` offsets ``i - j`` (from 1 to ``seq - 1``), ``pairs = seq (seq - 1) / 2``,
+        ready for :func:`fit_probe` as its ``hidden`` and ``positions``.
+
+    Example:
+        >>> logits = -0.5 * np.subtract.outer(np.arange(4), np.arange(4)).astype(float)
+        >>> logits[np.triu_indices(4, 1)] = -np.inf
+        >>> weights = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+        >>> features, offsets = offset_features(weights[None, None])
+        >>> features.shape, offsets.tolist()
+        ((1, 6, 1), [1, 2, 1, 3, 2, 1])
+        >>> np.allclose(features[0, :, 0], -0.5 * offsets)
+        True
+    """
+    what = "offset_features"
+    attention = check_diagnostic_array("attention", attention, 4, what=what,
+                                       shape_text="(batch, heads, seq, seq)")
+    seq = attention.shape[-1]
+    if attention.shape[-2] != seq or seq < 2:
+        raise _error(what, f"attention must be square in its last two axes with seq >= 2, got "
+                           f"shape {attention.shape}",
+                     "pass self-attention weights (batch, heads, seq, seq) of a causal layer")
+    floor = check_float("floor", floor, above=0.0, meaning="the smallest weight", what=what)
+    i, j = np.tril_indices(seq, -1)
+    log = np.log(np.maximum(attention, floor))
+    features = log[..., i, j] - log[..., i, i]               # (batch, heads, pairs)
+    return features.transpose(0, 2, 1), i - j
+
+
+def probe_offsets(attention_maps, **probe_options) -> list[ProbeResult]:
+    """:func:`fit_probe` of the offset ``i - j`` on :func:`offset_features` of each layer.
+
+    ``attention_maps`` is a list of ``(batch, heads, seq, seq)`` causal weights, one per layer
+    (the faces' ``attention_maps``). The probe is linear in the heads' logit differences, so it
+    reads a bias that grows with the offset (ALiBi, a T5 bias that learned to) at once; a
+    rotation's score mixes the offset with the content, and the probe says how much of it a
+    linear read-out recovers. Held-out whole sequences, as in :func:`fit_probe`.
+    """
+    results = []
+    for maps in attention_maps:
+        features, offsets = offset_features(maps)
+        results.append(fit_probe(features, offsets, **probe_options))
+    return results
+
+
 # --------------------------------------------------------------------------- gradients
 
 #: The healthy range of :attr:`GradientLog.ratios`, the per-weight RMS gradient of the
 #: positional weights over that of the rest of the model. Derived from measurements:
-#: ``python -m posenc.experiments gradients --quick --seeds 0 1 2`` trains the lab's
-#: Transformer with each scheme that has positional weights (learned, hybrid, T5, Shaw) on the
-#: character corpus and records the ratio at every step; the healthy range is the 1st to 99th
-#: percentile of those ratios, widened ten times on each side and rounded out to powers of ten
-#: (:func:`posenc.experiments.gradients.healthy_range`). The committed run measured ratios
-#: from about 0.06 (Shaw, T5) to about 6 (the learned table), which gives ``(1e-3, 1e2)``
-#: (each seed alone gives the same range).
-#: Below it, the table hardly learns (starved: detached, scaled down, outside the graph);
-#: above it, the positional weights take most of the update.
+#: ``python -m posenc.experiments gradients --quick --seed N --tag seedN`` for seeds 0, 1 and
+#: 2 trains the lab's Transformer with each scheme that has positional weights (learned,
+#: hybrid, T5, Shaw) on the character corpus and records the ratio at every step; the healthy
+#: range is the 1st to 99th percentile of those ratios, widened ten times on each side and
+#: rounded out to powers of ten (:func:`posenc.experiments.gradients.healthy_range`). Seeds 3
+#: to 5 and the controls were held out: :func:`posenc.experiments.gradients.validate` scores
+#: them. It is one range for every scheme; a scheme's own band (the same rule on its runs
+#: alone) is narrower, and :func:`posenc.experiments.gradients.validate` compares the two.
+#: Below it, the positional weights get next to no gradient (detached, scaled down, outside
+#: the graph): a detector of a cut-off gradient, not of a table that learns a few times too
+#: slowly. Above it, their gradient is out of scale with the rest of the model; under Adam,
+#: which divides each weight's step by its own gradient's size, that alone does not make
+#: their updates larger.
 GRADIENT_RATIO_RANGE = (1e-3, 1e2)
 
 

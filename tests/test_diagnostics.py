@@ -663,20 +663,85 @@ def test_healthy_range_rule():
     assert healthy_range([0.0, np.nan, 0.5, 0.5]) == (1e-2, 1e1)   # zeros and nan left out
 
 
+def test_offset_probe_reads_a_bias_that_grows_with_the_offset():
+    # ALiBi's bias enters every logit difference as -slope * (i - j): the offset probe reads it
+    rng = np.random.default_rng(0)
+    bias = pt.alibi_bias(4, 16, 16).numpy()
+    logits = bias[None] + 0.1 * rng.normal(size=(12, 4, 16, 16))
+    weights = np.where(np.isfinite(bias), np.exp(logits - logits.max(-1, keepdims=True)), 0.0)
+    weights /= weights.sum(-1, keepdims=True)
+    features, offsets = dg.offset_features(weights)
+    assert features.shape == (12, 16 * 15 // 2, 4) and offsets.min() == 1
+    exact = np.where(np.isfinite(bias), np.exp(bias - bias.max(-1, keepdims=True)), 0.0)
+    exact /= exact.sum(-1, keepdims=True)
+    clean, _ = dg.offset_features(exact[None])
+    slopes = pt.alibi_slopes(4).numpy()
+    np.testing.assert_allclose(clean[0], -offsets[:, None] * slopes, atol=1e-6)
+    assert dg.probe_offsets([weights])[0].r2 > 0.95
+    # uniform causal attention has no offset in its scores: the control reads nothing
+    uniform = np.tril(np.ones((16, 16)))
+    uniform = np.broadcast_to(uniform / uniform.sum(-1, keepdims=True), (12, 4, 16, 16))
+    noisy = uniform * np.exp(0.1 * rng.normal(size=uniform.shape))
+    assert abs(dg.probe_offsets([noisy])[0].r2) < 0.05
+    with pytest.raises(ValueError, match=r"offset_features: attention must be square"):
+        dg.offset_features(np.ones((1, 1, 3, 4)))
+
+
+def test_validate_scores_held_out_runs_with_pooled_and_per_scheme_bands():
+    from posenc.experiments.gradients import validate
+
+    def rows(scheme, seed, values):
+        return [{"scheme": scheme, "seed": seed, "ratio": v} for v in values]
+
+    derive = rows("learned", 0, [3.0, 4.0, 6.0]) + rows("t5", 0, [0.1, 0.2, 0.3])
+    test = (rows("learned", 3, [4.0]) + rows("t5", 3, [0.05])
+            + rows("learned-scaled-1e-2", 3, [0.04]) + rows("learned-boosted", 3, [4e4]))
+    got = validate(derive, test)
+    assert got["pooled"] == (1e-2, 1e2) and got["bands"] == {"learned": (0.1, 1e2),
+                                                              "t5": (1e-2, 10.0)}
+    runs = {r["scheme"]: r for r in got["runs"]}
+    assert runs["learned"]["pooled"] == runs["learned"]["per_scheme"] == "healthy"
+    assert runs["t5"]["expected"] == "healthy" and runs["t5"]["per_scheme"] == "healthy"
+    # a table cut 100x: the pooled range misses it, the learned table's own band flags it
+    assert runs["learned-scaled-1e-2"]["expected"] == "starved"
+    assert (runs["learned-scaled-1e-2"]["pooled"], runs["learned-scaled-1e-2"]["per_scheme"]) \
+        == ("healthy", "starved")
+    assert runs["learned-boosted"]["expected"] == "dominant"
+    assert runs["learned-boosted"]["pooled"] == "dominant"
+
+
+def test_boosted_control_scales_only_the_gradient():
+    from posenc.experiments.gradients import boost
+    from posenc.experiments.runners import make_model
+
+    tokens = torch.randint(0, 10, (2, 8))
+    plain = make_model("learned", 10, dim=16, depth=1, heads=2, max_len=8)
+    boosted = make_model("learned", 10, dim=16, depth=1, heads=2, max_len=8)
+    boosted.load_state_dict(plain.state_dict())
+    boost(boosted, 1e4)
+    torch.testing.assert_close(boosted(tokens), plain(tokens))         # forward unchanged
+    for model in (plain, boosted):
+        model(tokens).logsumexp(-1).mean().backward()
+    grad = boosted.position_encoding.parametrizations.table.original.grad
+    torch.testing.assert_close(grad, plain.position_encoding.table.grad * 1e4)
+
+
 @pytest.mark.slow
 def test_gradients_experiment_flags_the_starved_controls(tmp_path):
     from posenc.experiments.cli import main
     from posenc.experiments.records import read_results
 
     assert main(["gradients", "--schemes", "learned", "t5", "learned-scaled", "learned-detached",
-                 "--out", str(tmp_path), *TINY_LAB]) == 0
+                 "learned-boosted", "--out", str(tmp_path), *TINY_LAB]) == 0
     got = read_results(tmp_path / "gradients" / "results.json")
     assert got["meta"]["partial"] is False
     verdicts = got["meta"]["verdicts"]
     assert verdicts == {"learned/0": "healthy", "t5/0": "healthy",
-                        "learned-scaled/0": "starved", "learned-detached/0": "starved"}
+                        "learned-scaled/0": "starved", "learned-detached/0": "starved",
+                        "learned-boosted/0": "dominant"}
+    assert got["meta"]["expected"] == verdicts
     rows = got["rows"]
-    assert len(rows) == 4 * 3
+    assert len(rows) == 5 * 3
     assert all(r["position_norm"] == 0.0 for r in rows if r["scheme"] == "learned-detached")
     assert all(r["rest_norm"] > 0 for r in rows)
 
@@ -702,10 +767,11 @@ def test_probe_experiment_rows_and_pictures(tmp_path):
                  "--sentence-len", "6", "--out", str(tmp_path), *TINY_LAB]) == 0
     got = read_results(tmp_path / "probe" / "results.json")
     rows = got["rows"]
-    assert len(rows) == 3 * 2 * 2          # schemes x stages x (embedding + 1 block)
-    assert {(r["scheme"], r["stage"], r["layer"]) for r in rows} == {
-        (s, t, layer) for s in ("learned", "alibi", "t5") for t in ("init", "trained")
-        for layer in (0, 1)}
+    assert len(rows) == 3 * 2 * 3  # schemes x stages x (embedding + 1 block, 1 block's scores)
+    assert {(r["scheme"], r["stage"], r["probe"], r["layer"]) for r in rows} == {
+        (s, t, p, layer) for s in ("learned", "alibi", "t5") for t in ("init", "trained")
+        for p, layer in (("position", 0), ("position", 1), ("offset", 1))}
+    assert all("final_loss" in r for r in rows if r["stage"] == "trained")
     meta = got["meta"]
     bias = np.asarray(meta["t5_first_layer_bias"])
     assert bias.shape == (2, 6, 6) and np.all(np.isfinite(np.tril(bias)))
@@ -719,35 +785,57 @@ def test_probe_experiment_rows_and_pictures(tmp_path):
     assert all(r["r2"] < 0.2 for r in alibi)
 
 
-def _committed(name, framework="torch"):
+def _committed(name, framework="torch", tag=None):
     from posenc.experiments import load_results, results_path
 
-    if not results_path(name, framework=framework).exists():
-        pytest.skip(f"no committed {name} results")
-    return load_results(name, framework=framework)
+    if not results_path(name, framework=framework, tag=tag).exists():
+        pytest.skip(f"no committed {name} results (tag {tag})")
+    return load_results(name, framework=framework, tag=tag)
 
 
 def test_committed_gradients_give_the_stated_healthy_range():
-    from posenc.experiments.gradients import CONTROLS, healthy_range
+    from posenc.experiments.gradients import (CONTROLS, DERIVE_SEEDS, EXPECTED, HELD_OUT_SEEDS,
+                                              healthy_range, validate)
 
-    got = _committed("gradients")
-    healthy = [r["ratio"] for r in got["rows"] if r["scheme"] not in CONTROLS]
+    derive = [r for seed in DERIVE_SEEDS
+              for r in _committed("gradients", tag=f"seed{seed}")["rows"]]
+    held_out = [r for seed in HELD_OUT_SEEDS
+                for r in _committed("gradients", tag=f"seed{seed}")["rows"]]
+    assert {r["seed"] for r in derive} == set(DERIVE_SEEDS)
+    assert {r["seed"] for r in held_out} == set(HELD_OUT_SEEDS)
+    healthy = [r["ratio"] for r in derive if r["scheme"] not in CONTROLS]
     assert healthy_range(healthy) == dg.GRADIENT_RATIO_RANGE
-    assert tuple(got["meta"]["healthy_range_measured"]) == dg.GRADIENT_RATIO_RANGE
-    for key, verdict in got["meta"]["verdicts"].items():
-        scheme = key.split("/")[0]
-        assert verdict == ("starved" if scheme in CONTROLS else "healthy"), key
+    # every detached / 1e-4 / boosted control of a held-out seed is caught by the pooled range
+    got = validate(derive, held_out)
+    assert got["pooled"] == dg.GRADIENT_RATIO_RANGE
+    for run in got["runs"]:
+        if run["scheme"] in ("learned-detached", "learned-scaled", "learned-boosted"):
+            assert run["pooled"] == EXPECTED[run["scheme"]], run
 
 
 def test_committed_probe_results():
-    got = _committed("probe")
+    got = _committed("probe", tag="seed0")
     rows = got["rows"]
-    r2 = {(r["scheme"], r["stage"], r["layer"]): r["r2"] for r in rows if r["seed"] == 0}
+    r2 = {(r["scheme"], r["stage"], r["layer"]): r["r2"] for r in rows
+          if r["seed"] == 0 and r["probe"] == "position"}
     # absolute schemes put position into the embeddings; none, RoPE and ALiBi do not
     for scheme in ("sinusoidal", "learned"):
         assert r2[(scheme, "trained", 0)] > 0.9, scheme
     for scheme in ("none", "rope", "alibi", "t5"):
         assert r2[(scheme, "trained", 0)] < 0.2, scheme
+
+
+@pytest.mark.parametrize("framework", ["torch", "keras"])
+def test_committed_probe_control_and_offset_probe(framework):
+    # layer 0 of the schemes without an absolute table is one token embedding: the same R^2
+    # for the four at initialisation (the control); ALiBi's scores carry the offset from the start
+    got = _committed("probe", framework=framework, tag="seed0")
+    rows = {(r["scheme"], r["stage"], r["probe"], r["layer"]): r["r2"] for r in got["rows"]}
+    first = [rows[(s, "init", "position", 0)] for s in ("none", "rope", "alibi", "t5")]
+    assert np.ptp(first) < 1e-6 and abs(first[0]) < 0.1
+    depth = got["meta"]["settings"]["depth"]
+    assert rows[("alibi", "init", "offset", depth)] > 0.3
+    assert rows[("none", "init", "offset", depth)] < 0.05
 
 
 def test_bfloat16_models_give_float32_states_and_finite_norms(mixed_bfloat16):
@@ -781,8 +869,10 @@ def test_probe_experiment_in_keras(tmp_path):
                  "--probe-windows", "8", "--sentence-len", "6", "--out", str(tmp_path),
                  *TINY_LAB]) == 0
     got = read_results(tmp_path / "probe" / "results-keras.json")
-    assert [(r["stage"], r["layer"]) for r in got["rows"] if r["scheme"] == "learned"] == [
-        ("init", 0), ("init", 1), ("trained", 0), ("trained", 1)]
+    assert [(r["stage"], r["probe"], r["layer"]) for r in got["rows"]
+            if r["scheme"] == "learned"] == [
+        ("init", "position", 0), ("init", "position", 1), ("init", "offset", 1),
+        ("trained", "position", 0), ("trained", "position", 1), ("trained", "offset", 1)]
     assert np.asarray(got["meta"]["t5_first_layer_bias"]).shape == (2, 6, 6)
     assert np.asarray(got["meta"]["attention"]["learned"]).shape == (1, 2, 6, 6)
     assert got["meta"]["learned_table_similarity_by_offset"]["0"]["before"][0] == \

@@ -8,8 +8,16 @@ states of every layer (the embedding output, then each block's). Probing represe
 position follows Wang & Chen (2020) for encoders and Haviv et al. (2022) for language models
 without any positional encoding.
 
-One row per (scheme, seed, stage, layer), ``stage`` being ``"init"`` or ``"trained"``: the
-probe's held-out R^2, the accuracy of its rounded prediction and its mean absolute error. The
+A second probe reads where the relative schemes put position, the attention scores: from the
+heads' logit differences of every (query, earlier key) pair of a block
+(:func:`posenc.diagnostics.offset_features`), it predicts the offset ``i - j``
+(:func:`posenc.diagnostics.probe_offsets`), before and after training like the first.
+
+One row per (scheme, seed, stage, probe, layer), ``stage`` being ``"init"`` or ``"trained"``
+and ``probe`` ``"position"`` (the hidden states of layer ``layer``: 0 the embedding output,
+then each block's) or ``"offset"`` (the attention scores of block ``layer``, from 1): the
+probe's held-out R^2, the accuracy of its rounded prediction and its mean absolute error; the
+trained rows also hold the final training loss. The
 metadata also hold, for the learned table, its mean cosine similarity by offset before and after
 training, for one validation sentence every layer's and head's attention weights of each
 trained model (seed of the first run), and the trained T5 model's first-layer bias per head,
@@ -20,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from posenc.diagnostics import mean_by_offset, probe_layers, similarity
+from posenc.diagnostics import mean_by_offset, probe_layers, probe_offsets, similarity
 from posenc.experiments import data
 from posenc.experiments.cli import add_training_arguments, sizes
 
@@ -76,13 +84,17 @@ def _first_layer_bias(model, length, runner):
 
 def _probe_rows(model, windows, s, ctx, scheme, seed, stage):
     hidden = ctx.runner.hidden_states(model, windows)
-    results = probe_layers(hidden, ridge=s["ridge"], seed=seed)
+    position = probe_layers(hidden, ridge=s["ridge"], seed=seed)
+    offset = probe_offsets(ctx.runner.attention_maps(model, windows), ridge=s["ridge"],
+                           seed=seed)
     rows = []
-    for layer, result in enumerate(results):
-        rows.append({"scheme": scheme, "seed": seed, "stage": stage, "layer": layer,
-                     "r2": round(result.r2, 6), "accuracy": round(result.accuracy, 6),
-                     "mean_abs_error": round(result.mean_abs_error, 6),
-                     "train_r2": round(result.train_r2, 6)})
+    for probe, results, first in (("position", position, 0), ("offset", offset, 1)):
+        for layer, result in enumerate(results, start=first):
+            rows.append({"scheme": scheme, "seed": seed, "stage": stage, "probe": probe,
+                         "layer": layer, "r2": round(result.r2, 6),
+                         "accuracy": round(result.accuracy, 6),
+                         "mean_abs_error": round(result.mean_abs_error, 6),
+                         "train_r2": round(result.train_r2, 6)})
     return rows
 
 
@@ -118,8 +130,11 @@ def run(args, ctx) -> dict:
             if seed == ctx.seeds[0]:
                 maps = ctx.runner.attention_maps(model, sentence_ids)
                 attention[scheme] = np.round(np.stack([m[0] for m in maps]), 4).tolist()
-            ctx.log(f"{scheme} seed {seed}: probe R^2 by layer "
-                    + ", ".join(f"{row['r2']:.3f}" for row in trained))
+            ctx.log(f"{scheme} seed {seed}: R^2 by layer, position "
+                    + ", ".join(f"{row['r2']:.3f}" for row in trained
+                                if row["probe"] == "position")
+                    + "; offset " + ", ".join(f"{row['r2']:.3f}" for row in trained
+                                              if row["probe"] == "offset"))
             ctx.write_results(rows, {"settings": s, "partial": True})
     extra = {"settings": s, "learned_table_similarity_by_offset": table_profile,
              "sentence": sentence_text, "attention": attention, "t5_first_layer_bias": t5_bias,
