@@ -373,7 +373,8 @@ class RotaryEmbedding(keras.layers.Layer):
 
     The layer computes ``inv_freq`` once (:func:`rope_frequencies`) and keeps
     float32 cos and sin for positions ``0 .. size-1`` as NumPy arrays (at least
-    ``max_len``; the table doubles when an eager call needs more, and a traced
+    ``max_len``; an eager call that needs more regrows it to the next power of
+    two that holds its last position, and a traced
     call past its end computes its own); a call with a static length and the
     default positions slices it as a constant, so the layer works eagerly, in
     ``tf.function`` and under ``jit_compile``. Called

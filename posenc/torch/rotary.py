@@ -423,7 +423,8 @@ class RotaryEmbedding(nn.Module):
 
     The module computes ``inv_freq`` once (:func:`rope_frequencies`) and keeps
     float32 cos and sin for positions ``0 .. size-1`` (at least ``max_len``;
-    the table doubles when a call needs more, in eager mode; under
+    a call that needs more regrows it to the next power of two that holds the
+    call's last position, in eager mode; under
     ``torch.compile`` a longer call computes its angles directly). Called with
     ``offset``, it rotates the new tokens of a decoder at positions
     ``offset .. offset + seq - 1``: token-by-token decoding equals the full
