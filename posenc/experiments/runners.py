@@ -529,14 +529,12 @@ def _keras_classes() -> dict:
             return {"steps": self.steps, "lr": self.lr, "warmup": self.warmup}
 
     class AdamW(keras.optimizers.AdamW):
-        """Keras' AdamW, whose clipping sees each gradient as one dense tensor."""
+        """Keras' AdamW on dense gradients (clipped and applied as PyTorch's AdamW)."""
 
         def _clip_gradients(self, grads):
-            if keras.backend.backend() == "tensorflow":     # tf.IndexedSlices -> dense
-                import tensorflow as tf
+            from posenc.keras.tasks import _dense_gradients
 
-                grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
-            return super()._clip_gradients(grads)
+            return super()._clip_gradients(_dense_gradients(grads))
 
     _KERAS_CLASSES.update(WarmupCosine=WarmupCosine, AdamW=AdamW)
     return _KERAS_CLASSES
