@@ -74,20 +74,24 @@ BUGS = {
         "tests/test_rotary.py::test_converted_weights_give_the_same_scores_in_the_other_layout",
         shipped=(GH + "ggml-org/llama.cpp/issues/2376", GH + "ggml-org/llama.cpp/pull/2427",
                  GH + "ggml-org/llama.cpp/pull/3364", GH + "Dao-AILab/flash-attention/pull/546"),
-        how_shipped="in conversion scripts that permute the key projection of a Llama-2 or "
-                    "TinyLlama checkpoint with the query heads' count; the converted models "
-                    "produced gibberish"),
+        how_shipped="in llama.cpp's conversion script, which permuted the key projection of "
+                    "Llama-2 70B with the query heads' count (#2376), then with n_head // "
+                    "n_head_kv, right only when that equals the key heads' count (64 // 8 = 8 "
+                    "for 70B, not TinyLlama's 32 // 4, #3364); the converted models produced "
+                    "gibberish"),
     "bfloat16-positions": Bug(
         "RoPE angles computed in bfloat16",
         "apply_rope_in_input_dtype", "apply_rope",
-        "from position 257 on, neighbouring positions share an angle (runs of 16 to 32 "
-        "tokens at 2,048 to 4,096, and inv_freq rounded too); by 4,096 the angles are off by "
-        "more than 2 pi (8 radians), so their rotations are arbitrary",
-        "tests/test_rotary.py::test_bfloat16_near_65536_stays_within_005_of_float32",
+        "from position 257 on, neighbouring positions share an angle (runs of 15 to 17 "
+        "tokens from 2,048 and of 31 to 33 from 4,096, and inv_freq rounded too); by 4,096 "
+        "the angles are off by more than 2 pi (8 radians), so the highest-frequency pairs' "
+        "rotations are arbitrary",
+        "tests/test_rotary.py::test_bfloat16_rope_stays_within_005_of_float64",
         shipped=(GH + "huggingface/transformers/pull/29285",
                  GH + "huggingface/transformers/issues/29496",
                  GH + "keras-team/keras-hub/pull/1508", GH + "vllm-project/vllm/issues/863",
-                 GH + "KellerJordan/modded-nanogpt/issues/39"),
+                 GH + "KellerJordan/modded-nanogpt/issues/39",
+                 GH + "huggingface/diffusers/issues/13920"),
         how_shipped="as angles, inv_freq or the cached cos and sin in the model's bfloat16 "
                     "(under autocast, after a cast of the whole model, or stored that way)"),
     "cache-offset": Bug(
@@ -136,12 +140,14 @@ BUGS = {
         "the bias grows with the key's position (about 2,000 at 4,096 keys for the steepest "
         "head), where bfloat16's step is 8 (16 from 2,048): the rounding swamps the scores "
         "and the attention "
-        "rows move far from float32's (total variation 0.2 over eight heads at 4,096 keys)",
-        "tests/test_bias.py::test_alibi_bias_added_in_bfloat16_keeps_the_attention_of_float32",
-        shipped=(GH + "huggingface/transformers/pull/17474",),
-        how_shipped="as the form itself: BLOOM's build_alibi_tensor multiplies the slopes by "
-                    "the key positions alone and casts the result to the model's dtype; no "
-                    "thread reports its rounding as a bug"),
+        "rows move far from float64's (total variation 0.2 over eight heads at 4,096 keys)",
+        "tests/test_bias.py::test_alibi_bias_added_in_bfloat16_keeps_the_attention_of_float64",
+        shipped=(GH + "bigscience-workshop/Megatron-DeepSpeed/pull/101",
+                 GH + "huggingface/transformers/pull/17474"),
+        how_shipped="as the form itself, from the ALiBi authors' reference code: BigScience's "
+                    "Megatron-DeepSpeed port cast it to the half-precision parameter dtype "
+                    "and BLOOM's build_alibi_tensor casts it to the model's dtype; no thread "
+                    "reports its rounding as a bug"),
     "starved-table": Bug(
         "the positional table cut off from the gradient",
         "starve_position_table", "LearnedEncoding",

@@ -412,7 +412,7 @@ def test_alibi_slopes_docstring_says_decreasing_only_for_powers_of_two():
 
 def bf16_alibi_gap(face, bias_fn, num_heads=8, q_len=64, k_len=4096):
     """Mean total variation between attention rows whose scores and bias are added in
-    bfloat16 (as a bfloat16 model adds them) and the float32 rows of ALiBi's bias.
+    bfloat16 (as a bfloat16 model adds them) and the float64 rows of ALiBi's bias.
 
     ``bias_fn(num_heads, q_len, k_len)`` is a face's ALiBi bias ``(heads, q_len, k_len)``; the
     queries are the last ``q_len`` of ``k_len`` positions (a long context)."""
@@ -432,7 +432,7 @@ def bf16_alibi_gap(face, bias_fn, num_heads=8, q_len=64, k_len=4096):
 
 @pytest.mark.parametrize("face", FACES)
 @and_the_bugs("alibi-key-only")
-def test_alibi_bias_added_in_bfloat16_keeps_the_attention_of_float32(face, impl):
+def test_alibi_bias_added_in_bfloat16_keeps_the_attention_of_float64(face, impl):
     bias_fn = FACES[face].alibi_bias if impl == "posenc" else wrong_code(impl, face)
     assert bf16_alibi_gap(face, bias_fn) < 0.01
 

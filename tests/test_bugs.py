@@ -171,3 +171,52 @@ def test_starved_table_symptom_separates_the_detached_and_the_scaled_table():
 
     symptom = BUGS["starved-table"].symptom
     assert "detached, the table never moves" in symptom and "under Adam" in symptom
+
+
+def test_bfloat16_positions_symptom_states_the_run_lengths_the_wrong_code_gives():
+    """Runs of equal rows of the wrong RoPE: 15 to 17 positions from 2,048, 31 to 33 from 4,096
+    (bfloat16's step is 16, then 32; ties round to even, so the runs alternate)."""
+    import torch
+
+    from posenc.torch.bugs import apply_rope_in_input_dtype
+    from posenc.torch.rotary import rope_frequencies
+
+    inv_freq, _ = rope_frequencies(16)
+    x = torch.ones(1, 16, dtype=torch.bfloat16)
+
+    def run_lengths(start, stop):
+        rows = apply_rope_in_input_dtype(x.expand(stop - start + 64, 16),
+                                         torch.arange(start - 32, stop + 32), inv_freq)
+        new = np.flatnonzero((rows[1:] != rows[:-1]).any(-1).numpy()) + 1
+        starts = new[(new >= 32) & (new < stop - start + 32)]
+        return set(np.diff(starts).tolist())
+
+    assert run_lengths(2048, 4096) == {15, 17}
+    assert run_lengths(4096, 8192) == {31, 33}
+    assert "runs of 15 to 17 tokens from 2,048 and of 31 to 33 from 4,096" in \
+        bugs.BUGS["bfloat16-positions"].symptom
+
+
+def test_alibi_key_only_symptom_states_the_total_variation_of_the_named_test():
+    """The symptom's "total variation 0.2 over eight heads at 4,096 keys" is what the named
+    test measures on the key-only bias (and posenc's bias stays below its bound 0.01)."""
+    pytest.importorskip("torch")
+    from test_bias import bf16_alibi_gap
+
+    from posenc.torch import alibi_bias
+    from posenc.torch.bugs import alibi_bias_key_only
+
+    wrong = bf16_alibi_gap("torch", alibi_bias_key_only, num_heads=8, k_len=4096)
+    assert round(wrong, 1) == 0.2 and bf16_alibi_gap("torch", alibi_bias) < 0.01
+    assert "total variation 0.2 over eight heads at 4,096 keys" in \
+        bugs.BUGS["alibi-key-only"].symptom
+
+
+def test_gqa_layout_bug_says_which_head_count_each_llama_cpp_fix_used():
+    """llama.cpp permuted the keys with the query heads' count, then with n_head // n_head_kv,
+    which equals the key heads' count for Llama-2 70B (64 // 8 = 8) but not for TinyLlama
+    (32 // 4 = 8, with 4 key heads)."""
+    assert 64 // 8 == 8 and 32 // 4 != 4
+    how = bugs.BUGS["rope-layout-gqa"].how_shipped
+    assert "n_head // n_head_kv" in how and "TinyLlama" in how and "#3364" in how
+    assert "Llama-2 or TinyLlama checkpoint with the query heads' count" not in how
