@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from posenc._checks import _error, check_int, check_lengths, check_positive_int, check_rank
-from posenc.positions import pair_offsets
+from posenc.positions import pair_offsets, query_positions
 
 __all__ = ["SHAW_METHODS", "SKEW_BLOCK_ELEMENTS", "query_blocks", "query_positions",
            "relative_index", "bucket_boundaries", "window_index", "window_block",
@@ -143,19 +143,6 @@ def query_blocks(q_len, k_len, heads) -> list[tuple]:
         return [(0, q_len)]
     size = max(1, SKEW_BLOCK_ELEMENTS // max(1, heads * k_len))
     return [(start, min(start + size, q_len)) for start in range(0, q_len, size)]
-
-
-def query_positions(q_len, k_len, arange):
-    """Absolute positions of the queries, ``k_len - q_len .. k_len - 1``.
-
-    ``arange`` is the framework's ``arange`` (``np.arange``, ``torch.arange``,
-    ``keras.ops.arange``); the lengths may be dynamic tensors where it accepts them.
-
-    Example:
-        >>> query_positions(2, 5, np.arange)
-        array([3, 4])
-    """
-    return arange(q_len) + (k_len - q_len)
 
 
 def relative_index(queries, keys, max_distance: int, clip):
