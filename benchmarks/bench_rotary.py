@@ -1,7 +1,9 @@
 """Rotary embeddings: posenc's RoPE against Hugging Face's and a plain copy, side by side.
 
 float32 ``q`` and ``k`` of shape ``(4, 8, 2048, 64)`` (batch, heads, seq, head_dim;
-``--shape`` changes it), forward and forward+backward, all in one process and in the same
+``--shape`` changes it), given as an attention layer hands them over: a view
+``x.view(batch, seq, heads, head_dim).transpose(1, 2)`` of a projection's output, not a
+contiguous tensor. Forward and forward+backward, all in one process and in the same
 rounds (:func:`timing.compare`) so the ratios share the machine's state. A model computes the
 rotation's cos and sin once per forward pass (once per model) and rotates q and k in every
 layer; the table times the two parts apart, and both together:
@@ -10,9 +12,11 @@ layer; the table times the two parts apart, and both together:
 * per layer: ``posenc RotaryEmbedding`` (the module a posenc Transformer calls in each layer:
   cos and sin from its cache) against ``HF apply_rotary_pos_emb (per layer)`` (cos and sin
   given, as each Llama layer runs it);
-* once per model: ``posenc cos/sin table (once per model)`` (a fresh ``RotaryEmbedding``
-  building its cos/sin cache) against ``HF LlamaRotaryEmbedding cos/sin (once per model)``;
-  forward only (neither takes a gradient);
+* once per model: ``posenc cos/sin table (once per model)`` (the module's cos and sin of
+  every position, what it computes when its cache is built or grows; a half-width
+  ``(seq, head_dim / 2)`` table) against ``HF LlamaRotaryEmbedding cos/sin (once per
+  model)`` (``(1, seq, head_dim)``); both on a module built before the timing, forward only
+  (neither takes a gradient);
 * everything in one call: ``posenc apply_rope`` (:func:`posenc.torch.apply_rope` on ``q``
   and on ``k``, angles, cos and sin computed in each call) against ``HF cos/sin +
   apply_rotary_pos_emb``; ``apply_rope`` with ``layout="interleaved"`` (one complex
@@ -29,7 +33,10 @@ per-layer ``RotaryEmbedding`` no slower than HF's per-layer ``apply_rotary_pos_e
 ``posenc apply_rope`` no slower than HF's cos/sin + ``apply_rotary_pos_emb``. Aim (printed,
 not enforced): 3x a copy forward. At the default shape q and k are 16 MiB each, so the copy
 reads and writes 64 MiB. ``--device cuda`` runs the PyTorch table on the GPU too. PyTorch runs
-on one CPU thread unless ``--threads`` says otherwise. Times are minima over the rounds
+on one CPU thread unless ``--threads`` says otherwise. Hugging Face gets the position ids
+``LlamaModel`` builds by default, ``(1, seq)``, not one row per batch element. Its
+``apply_rotary_pos_emb`` is replaced by a kernel from the Hub when the ``kernels`` package is
+installed; the metadata records whether it was (``hf_hub_kernels``). Times are minima over the rounds
 (median and spread in the results); ``--tiny`` runs toy sizes and enforces nothing.
 """
 
@@ -74,6 +81,31 @@ def straightforward(q, k, positions, inv_freq):
     return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
 
 
+def projected(shape):
+    """The ``(batch, seq, heads, head_dim)`` shape of a projection's output, for the
+    ``(batch, heads, seq, head_dim)`` shape of the attention's q or k."""
+    batch, heads, seq, head_dim = shape
+    return batch, seq, heads, head_dim
+
+
+def as_attention_input(x):
+    """q or k as an attention layer passes them on: the projection's output
+    ``(batch, seq, heads, head_dim)`` seen as ``(batch, heads, seq, head_dim)``, a
+    non-contiguous view (Hugging Face's Llama and ``posenc``'s ``MultiHeadAttention`` both
+    do this)."""
+    return x.transpose(1, 2)
+
+
+def hf_hub_kernels() -> bool:
+    """Whether Hugging Face may swap ``apply_rotary_pos_emb`` for a kernel from the Hub (the
+    ``kernels`` package is installed); ``False`` without transformers."""
+    try:
+        from transformers.utils.import_utils import is_kernels_available
+    except ImportError:
+        return False
+    return bool(is_kernels_available())
+
+
 def hf_rope(shape, device):
     """Hugging Face's Llama rotary embedding (the once-per-model cos/sin) and
     ``apply_rotary_pos_emb`` (the per-layer rotation), or ``None``."""
@@ -93,11 +125,12 @@ def hf_rope(shape, device):
 def torch_table(device: str, rows: list, *, shape=SHAPE, rounds=ROUNDS,
                 compile_rows=True) -> list[str]:
     torch.manual_seed(0)
-    q0, k0 = (torch.randn(shape, device=device) for _ in range(2))
+    q0, k0 = (as_attention_input(torch.randn(projected(shape), device=device))
+              for _ in range(2))
     gq, gk = (torch.randn(shape, device=device) for _ in range(2))
     seq = shape[2]
     positions = torch.arange(seq, device=device)
-    position_ids = positions[None].expand(shape[0], seq)
+    position_ids = positions[None]              # (1, seq), as LlamaModel builds them
     inv_freq = pt.rope_frequencies(shape[3], base=BASE)[0].to(device)
     module = pt.RotaryEmbedding(shape[3], base=BASE, max_len=seq).to(device)
     hf = hf_rope(shape, device)
@@ -115,8 +148,7 @@ def torch_table(device: str, rows: list, *, shape=SHAPE, rounds=ROUNDS,
         "straightforward eager": lambda q, k: straightforward(q, k, positions, inv_freq),
     }
     # once per model: no gradient flows into cos and sin (forward only)
-    per_model = {OURS_PER_MODEL: lambda: pt.RotaryEmbedding(
-        shape[3], base=BASE, max_len=seq).to(device)._table(0, seq)}
+    per_model = {OURS_PER_MODEL: lambda: module._angles(positions, seq)}
     if compile_rows:
         methods["posenc apply_rope (torch.compile)"] = torch.compile(apply_rope, dynamic=False)
     if hf:
@@ -133,14 +165,15 @@ def torch_table(device: str, rows: list, *, shape=SHAPE, rounds=ROUNDS,
         if name not in ("copy", "posenc apply_rope interleaved"):   # another layout
             diff = max((a - b).abs().max().item() for a, b in zip(got, want))
             assert diff < 1e-3, (name, diff)   # angles near 2047 rad: a float32 ulp is 1e-4
-        q, k = (t.detach().clone().requires_grad_() for t in (q0, k0))
+        # the leaves are the projections' outputs; each call sees the attention layer's view
+        q, k = (t.detach().transpose(1, 2).clone().requires_grad_() for t in (q0, k0))
 
         def forward(fn=fn):
             with torch.no_grad():
                 fn(q0, k0)
 
         def forward_backward(fn=fn, q=q, k=k):
-            out_q, out_k = fn(q, k)
+            out_q, out_k = fn(as_attention_input(q), as_attention_input(k))
             torch.autograd.backward((out_q, out_k), (gq, gk))
             q.grad = k.grad = None
         runs[(name, "f")], runs[(name, "fb")] = forward, forward_backward
@@ -277,7 +310,7 @@ def main() -> int:
     for line in failed:
         print("MISSED:", line)
     record.save("bench-rotary", rows, args, started=started, shape=list(args.shape),
-                rounds=args.rounds, missed=failed)
+                rounds=args.rounds, missed=failed, hf_hub_kernels=hf_hub_kernels())
     if args.tiny:
         return 0
     return 1 if failed else 0

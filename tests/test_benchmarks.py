@@ -122,7 +122,9 @@ def test_largest_tensor_is_measured_not_computed():
 
 def test_bench_rotary_times_hugging_face_per_layer_and_per_model_apart(tmp_path):
     pytest.importorskip("transformers")
-    rows = run_script("bench_rotary.py", tmp_path, "--no-keras", "--no-compile")["rows"]
+    results = run_script("bench_rotary.py", tmp_path, "--no-keras", "--no-compile")
+    rows = results["rows"]
+    assert isinstance(results["meta"]["hf_hub_kernels"], bool)   # a Hub kernel, or HF's own
     methods = {r["method"]: r for r in rows}
     assert {"posenc RotaryEmbedding", "HF apply_rotary_pos_emb (per layer)",
             "posenc cos/sin table (once per model)",
@@ -132,6 +134,42 @@ def test_bench_rotary_times_hugging_face_per_layer_and_per_model_apart(tmp_path)
                  "HF LlamaRotaryEmbedding cos/sin (once per model)"):
         assert "forward_backward_ms" not in methods[name]       # no gradient once per model
     assert methods["posenc RotaryEmbedding"]["forward_backward_median_ms"] > 0
+
+
+def test_bench_rotary_gives_both_sides_what_a_model_gives(monkeypatch):
+    """Like for like: Hugging Face gets the (1, seq) position ids LlamaModel builds (not one
+    row per batch element, which computes cos and sin batch times over), every method gets q
+    and k as the attention layer's non-contiguous view of a projection, and the once-per-model
+    rows time the cos/sin of a module built before the timing, on both sides."""
+    pytest.importorskip("transformers")
+    import bench_rotary
+
+    seen = {"position_ids": set(), "contiguous": set(), "built": 0}
+    rotary, apply_rotary_pos_emb = bench_rotary.hf_rope((1, 2, 8, 16), "cpu")
+
+    def hf_rope(shape, device):
+        def cos_sin(x, position_ids):
+            seen["position_ids"].add(tuple(position_ids.shape))
+            return rotary(x, position_ids)
+
+        def apply(q, k, cos, sin):
+            seen["contiguous"].update((q.is_contiguous(), k.is_contiguous()))
+            return apply_rotary_pos_emb(q, k, cos, sin)
+        return cos_sin, apply
+
+    built = bench_rotary.pt.RotaryEmbedding
+
+    def counting(*args, **kwargs):
+        seen["built"] += 1
+        return built(*args, **kwargs)
+
+    monkeypatch.setattr(bench_rotary, "hf_rope", hf_rope)
+    monkeypatch.setattr(bench_rotary.pt, "RotaryEmbedding", counting)
+    rows = []
+    bench_rotary.torch_table("cpu", rows, shape=(3, 2, 8, 16), rounds=1, compile_rows=False)
+    assert seen["position_ids"] == {(1, 8)}
+    assert seen["contiguous"] == {False}
+    assert seen["built"] == 1                    # no module is built inside the timing
 
 
 def test_bench_rotary_times_the_keras_face_eager_and_compiled(tmp_path):
