@@ -15,7 +15,9 @@ heads' logit differences of every (query, earlier key) pair of a block
 
 One row per (scheme, seed, stage, probe, layer), ``stage`` being ``"init"`` or ``"trained"``
 and ``probe`` ``"position"`` (the hidden states of layer ``layer``: 0 the embedding output,
-then each block's) or ``"offset"`` (the attention scores of block ``layer``, from 1): the
+then each block's), ``"permuted"`` (the same hidden states, the positions replaced by the
+control task's :func:`control_labels`) or ``"offset"`` (the attention scores of block
+``layer``, from 1): the
 probe's held-out R^2, the accuracy of its rounded prediction and its mean absolute error; the
 trained rows also hold the final training loss. The
 metadata also hold, for the learned table, its mean cosine similarity by offset before and after
@@ -41,6 +43,21 @@ QUICK = dict(train_len=32, steps=200, batch_size=16, dim=64, depth=2, heads=4, l
              probe_windows=96, sentence_len=24)
 DEFAULT = dict(train_len=128, steps=2000, batch_size=64, dim=256, depth=4, heads=8, lr=1e-3,
                probe_windows=512, sentence_len=48)
+
+def control_labels(length: int) -> np.ndarray:
+    """The control task's labels: the positions ``0 .. length-1`` under one fixed permutation.
+
+    A probe that only tells the positions' vectors apart fits these as well as the true
+    positions; one that reads an order does not (Hewitt & Liang's control tasks). The
+    permutation is the same for every scheme, seed and layer.
+
+    Example:
+        >>> labels = control_labels(8)
+        >>> sorted(labels.tolist()) == list(range(8)), bool((labels != np.arange(8)).any())
+        (True, True)
+    """
+    return np.random.default_rng(0).permutation(length)
+
 
 def add_arguments(parser) -> None:
     group = parser.add_argument_group(NAME)
@@ -87,8 +104,11 @@ def _probe_rows(model, windows, s, ctx, scheme, seed, stage):
     position = probe_layers(hidden, ridge=s["ridge"], seed=seed)
     offset = probe_offsets(ctx.runner.attention_maps(model, windows), ridge=s["ridge"],
                            seed=seed)
+    permuted = probe_layers(hidden, control_labels(windows.shape[1]), ridge=s["ridge"],
+                            seed=seed)
     rows = []
-    for probe, results, first in (("position", position, 0), ("offset", offset, 1)):
+    for probe, results, first in (("position", position, 0), ("offset", offset, 1),
+                                  ("permuted", permuted, 0)):
         for layer, result in enumerate(results, start=first):
             rows.append({"scheme": scheme, "seed": seed, "stage": stage, "probe": probe,
                          "layer": layer, "r2": round(result.r2, 6),
