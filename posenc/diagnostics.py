@@ -393,7 +393,8 @@ def probe_offsets(attention_maps, **probe_options) -> list[ProbeResult]:
 #: table's band is narrower, from 0.1; the hybrid's, T5's and Shaw's start at 1e-3 like this
 #: range. Below it, the positional weights get next to no gradient (detached, scaled down,
 #: outside the graph): a detector of a cut-off gradient, not of one a few times too small, nor
-#: of a table the optimiser does not update (its gradient is intact). Above it, their gradient is out of scale with the rest of the model; under Adam,
+#: of a table the optimiser does not update (its gradient is intact). Above it, their
+#: gradient is out of scale with the rest of the model; under Adam,
 #: which divides each weight's step by its own gradient's size, that alone does not make
 #: their updates larger.
 GRADIENT_RATIO_RANGE = (1e-3, 1e2)
