@@ -774,6 +774,9 @@ def test_probe_experiment_rows_and_pictures(tmp_path):
         for p, layer in (("position", 0), ("position", 1), ("offset", 1), ("permuted", 0),
                          ("permuted", 1))}
     assert all("final_loss" in r for r in rows if r["stage"] == "trained")
+    for r in rows:   # the range over other splits of the windows, for the two real probes
+        if r["probe"] != "permuted":
+            assert -np.inf < r["r2_split_low"] <= r["r2_split_high"] <= 1.0
     meta = got["meta"]
     bias = np.asarray(meta["t5_first_layer_bias"])
     assert bias.shape == (2, 6, 6) and np.all(np.isfinite(np.tril(bias)))

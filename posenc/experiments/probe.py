@@ -19,7 +19,10 @@ then each block's), ``"permuted"`` (the same hidden states, the positions replac
 control task's :func:`control_labels`) or ``"offset"`` (the attention scores of block
 ``layer``, from 1): the
 probe's held-out R^2, the accuracy of its rounded prediction and its mean absolute error; the
-trained rows also hold the final training loss. The
+trained rows also hold the final training loss; the position and offset rows also hold the
+lowest and highest held-out R^2 over :data:`SPLITS` other random splits of the windows
+(``r2_split_low``, ``r2_split_high``), the part of the probe's error that comes from which
+windows it is scored on. The
 metadata also hold, for the learned table, its mean cosine similarity by offset before and after
 training, for one validation sentence every layer's and head's attention weights of each
 trained model (seed of the first run), and the trained T5 model's first-layer bias per head,
@@ -99,11 +102,21 @@ def _first_layer_bias(model, length, runner):
     return runner.to_numpy(model.blocks[0].attention.position_bias(length, length))[0]
 
 
+#: How many other random splits of the probe windows each probe is refitted on, for the range
+#: of its held-out R^2 over the split (the rows' ``r2_split_low`` and ``r2_split_high``).
+SPLITS = 20
+
+
 def _probe_rows(model, windows, s, ctx, scheme, seed, stage):
     hidden = ctx.runner.hidden_states(model, windows)
+    maps = ctx.runner.attention_maps(model, windows)
     position = probe_layers(hidden, ridge=s["ridge"], seed=seed)
-    offset = probe_offsets(ctx.runner.attention_maps(model, windows), ridge=s["ridge"],
-                           seed=seed)
+    offset = probe_offsets(maps, ridge=s["ridge"], seed=seed)
+    split_r2 = {
+        "position": np.array([[r.r2 for r in probe_layers(hidden, ridge=s["ridge"], seed=k)]
+                              for k in range(1000, 1000 + SPLITS)]),
+        "offset": np.array([[r.r2 for r in probe_offsets(maps, ridge=s["ridge"], seed=k)]
+                            for k in range(1000, 1000 + SPLITS)])}
     permuted = probe_layers(hidden, control_labels(windows.shape[1]), ridge=s["ridge"],
                             seed=seed)
     rows = []
@@ -115,6 +128,10 @@ def _probe_rows(model, windows, s, ctx, scheme, seed, stage):
                          "accuracy": round(result.accuracy, 6),
                          "mean_abs_error": round(result.mean_abs_error, 6),
                          "train_r2": round(result.train_r2, 6)})
+            if probe in split_r2:
+                values = split_r2[probe][:, layer - first]
+                rows[-1]["r2_split_low"] = round(float(values.min()), 6)
+                rows[-1]["r2_split_high"] = round(float(values.max()), 6)
     return rows
 
 
