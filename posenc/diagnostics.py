@@ -388,11 +388,13 @@ def probe_offsets(attention_maps, **probe_options) -> list[ProbeResult]:
 #: range is the 1st to 99th percentile of those ratios, widened ten times on each side and
 #: rounded out to powers of ten (:func:`posenc.experiments.gradients.healthy_range`). Seeds 3
 #: to 5 and the controls were held out: :func:`posenc.experiments.gradients.validate` scores
-#: them. It is one range for every scheme; a scheme's own band (the same rule on its runs
-#: alone) is narrower, and :func:`posenc.experiments.gradients.validate` compares the two.
-#: Below it, the positional weights get next to no gradient (detached, scaled down, outside
-#: the graph): a detector of a cut-off gradient, not of a table that learns a few times too
-#: slowly. Above it, their gradient is out of scale with the rest of the model; under Adam,
+#: them. It is one range for every scheme; :func:`posenc.experiments.gradients.validate`
+#: compares it with each scheme's own band (the same rule on its runs alone). Only the learned
+#: table's band is narrower, from 0.1; the hybrid's, T5's and Shaw's start at 1e-3 like this
+#: range. Below it, the positional weights get next to no gradient (detached, scaled down,
+#: outside the graph): a detector of a cut-off gradient, not of one a few times too small, nor
+#: of a table the optimiser does not update (its gradient is intact). Above it, their
+#: gradient is out of scale with the rest of the model; under Adam,
 #: which divides each weight's step by its own gradient's size, that alone does not make
 #: their updates larger.
 GRADIENT_RATIO_RANGE = (1e-3, 1e2)

@@ -767,11 +767,16 @@ def test_probe_experiment_rows_and_pictures(tmp_path):
                  "--sentence-len", "6", "--out", str(tmp_path), *TINY_LAB]) == 0
     got = read_results(tmp_path / "probe" / "results.json")
     rows = got["rows"]
-    assert len(rows) == 3 * 2 * 3  # schemes x stages x (embedding + 1 block, 1 block's scores)
+    # schemes x stages x (embedding + 1 block, 1 block's scores, the control task's 2 layers)
+    assert len(rows) == 3 * 2 * 5
     assert {(r["scheme"], r["stage"], r["probe"], r["layer"]) for r in rows} == {
         (s, t, p, layer) for s in ("learned", "alibi", "t5") for t in ("init", "trained")
-        for p, layer in (("position", 0), ("position", 1), ("offset", 1))}
+        for p, layer in (("position", 0), ("position", 1), ("offset", 1), ("permuted", 0),
+                         ("permuted", 1))}
     assert all("final_loss" in r for r in rows if r["stage"] == "trained")
+    for r in rows:   # the range over other splits of the windows, for the two real probes
+        if r["probe"] != "permuted":
+            assert -np.inf < r["r2_split_low"] <= r["r2_split_high"] <= 1.0
     meta = got["meta"]
     bias = np.asarray(meta["t5_first_layer_bias"])
     assert bias.shape == (2, 6, 6) and np.all(np.isfinite(np.tril(bias)))
@@ -872,7 +877,9 @@ def test_probe_experiment_in_keras(tmp_path):
     assert [(r["stage"], r["probe"], r["layer"]) for r in got["rows"]
             if r["scheme"] == "learned"] == [
         ("init", "position", 0), ("init", "position", 1), ("init", "offset", 1),
-        ("trained", "position", 0), ("trained", "position", 1), ("trained", "offset", 1)]
+        ("init", "permuted", 0), ("init", "permuted", 1),
+        ("trained", "position", 0), ("trained", "position", 1), ("trained", "offset", 1),
+        ("trained", "permuted", 0), ("trained", "permuted", 1)]
     assert np.asarray(got["meta"]["t5_first_layer_bias"]).shape == (2, 6, 6)
     assert np.asarray(got["meta"]["attention"]["learned"]).shape == (1, 2, 6, 6)
     assert got["meta"]["learned_table_similarity_by_offset"]["0"]["before"][0] == \
@@ -938,3 +945,20 @@ def test_keras_monitor_keeps_the_loss_it_differentiated():
     expected = float(keras.ops.convert_to_numpy(loss_fn(tokens, model(tokens, training=False))))
     assert isinstance(monitor.last_loss, float)
     assert monitor.last_loss == pytest.approx(expected, rel=1e-5)
+
+
+def test_probe_control_task_tells_distinct_rows_from_order():
+    # a random table per position is decoded as well under permuted labels (selectivity ~0);
+    # a feature that grows with the position is not
+    from posenc.diagnostics import fit_probe
+    from posenc.experiments.probe import control_labels
+
+    rng = np.random.default_rng(0)
+    labels = control_labels(16)
+    assert sorted(labels.tolist()) == list(range(16)) and (labels != np.arange(16)).any()
+    table = rng.normal(size=(16, 32))
+    distinct = table[None] + 0.1 * rng.normal(size=(24, 16, 32))
+    true, permuted = fit_probe(distinct).r2, fit_probe(distinct, labels).r2
+    assert true > 0.8 and abs(true - permuted) < 0.1
+    ordered = np.arange(16)[None, :, None] * np.ones((24, 16, 4)) + rng.normal(size=(24, 16, 4))
+    assert fit_probe(ordered).r2 > 0.8 > 0.2 > fit_probe(ordered, labels).r2

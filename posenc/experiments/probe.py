@@ -15,9 +15,14 @@ heads' logit differences of every (query, earlier key) pair of a block
 
 One row per (scheme, seed, stage, probe, layer), ``stage`` being ``"init"`` or ``"trained"``
 and ``probe`` ``"position"`` (the hidden states of layer ``layer``: 0 the embedding output,
-then each block's) or ``"offset"`` (the attention scores of block ``layer``, from 1): the
+then each block's), ``"permuted"`` (the same hidden states, the positions replaced by the
+control task's :func:`control_labels`) or ``"offset"`` (the attention scores of block
+``layer``, from 1): the
 probe's held-out R^2, the accuracy of its rounded prediction and its mean absolute error; the
-trained rows also hold the final training loss. The
+trained rows also hold the final training loss; the position and offset rows also hold the
+lowest and highest held-out R^2 over :data:`SPLITS` other random splits of the windows
+(``r2_split_low``, ``r2_split_high``), the part of the probe's error that comes from which
+windows it is scored on. The
 metadata also hold, for the learned table, its mean cosine similarity by offset before and after
 training, for one validation sentence every layer's and head's attention weights of each
 trained model (seed of the first run), and the trained T5 model's first-layer bias per head,
@@ -41,6 +46,21 @@ QUICK = dict(train_len=32, steps=200, batch_size=16, dim=64, depth=2, heads=4, l
              probe_windows=96, sentence_len=24)
 DEFAULT = dict(train_len=128, steps=2000, batch_size=64, dim=256, depth=4, heads=8, lr=1e-3,
                probe_windows=512, sentence_len=48)
+
+def control_labels(length: int) -> np.ndarray:
+    """The control task's labels: the positions ``0 .. length-1`` under one fixed permutation.
+
+    A probe that only tells the positions' vectors apart fits these as well as the true
+    positions; one that reads an order does not (Hewitt & Liang's control tasks). The
+    permutation is the same for every scheme, seed and layer.
+
+    Example:
+        >>> labels = control_labels(8)
+        >>> sorted(labels.tolist()) == list(range(8)), bool((labels != np.arange(8)).any())
+        (True, True)
+    """
+    return np.random.default_rng(0).permutation(length)
+
 
 def add_arguments(parser) -> None:
     group = parser.add_argument_group(NAME)
@@ -82,19 +102,36 @@ def _first_layer_bias(model, length, runner):
     return runner.to_numpy(model.blocks[0].attention.position_bias(length, length))[0]
 
 
+#: How many other random splits of the probe windows each probe is refitted on, for the range
+#: of its held-out R^2 over the split (the rows' ``r2_split_low`` and ``r2_split_high``).
+SPLITS = 20
+
+
 def _probe_rows(model, windows, s, ctx, scheme, seed, stage):
     hidden = ctx.runner.hidden_states(model, windows)
+    maps = ctx.runner.attention_maps(model, windows)
     position = probe_layers(hidden, ridge=s["ridge"], seed=seed)
-    offset = probe_offsets(ctx.runner.attention_maps(model, windows), ridge=s["ridge"],
-                           seed=seed)
+    offset = probe_offsets(maps, ridge=s["ridge"], seed=seed)
+    split_r2 = {
+        "position": np.array([[r.r2 for r in probe_layers(hidden, ridge=s["ridge"], seed=k)]
+                              for k in range(1000, 1000 + SPLITS)]),
+        "offset": np.array([[r.r2 for r in probe_offsets(maps, ridge=s["ridge"], seed=k)]
+                            for k in range(1000, 1000 + SPLITS)])}
+    permuted = probe_layers(hidden, control_labels(windows.shape[1]), ridge=s["ridge"],
+                            seed=seed)
     rows = []
-    for probe, results, first in (("position", position, 0), ("offset", offset, 1)):
+    for probe, results, first in (("position", position, 0), ("offset", offset, 1),
+                                  ("permuted", permuted, 0)):
         for layer, result in enumerate(results, start=first):
             rows.append({"scheme": scheme, "seed": seed, "stage": stage, "probe": probe,
                          "layer": layer, "r2": round(result.r2, 6),
                          "accuracy": round(result.accuracy, 6),
                          "mean_abs_error": round(result.mean_abs_error, 6),
                          "train_r2": round(result.train_r2, 6)})
+            if probe in split_r2:
+                values = split_r2[probe][:, layer - first]
+                rows[-1]["r2_split_low"] = round(float(values.min()), 6)
+                rows[-1]["r2_split_high"] = round(float(values.max()), 6)
     return rows
 
 
