@@ -730,6 +730,36 @@ def test_the_two_trainers_agree_from_the_same_weights():
     assert len(set(np.round(losses["torch"], 3))) == steps        # the losses do move
 
 
+@pytest.mark.parametrize("scheme", ["learned", "t5", "rope"])
+def test_init_from_torch_starts_keras_at_the_torch_logits(scheme):
+    """``--init-from-torch``: the Keras runner's model of a seed computes the PyTorch runner's
+    logits of that seed at initialisation; without it the faces draw their own weights."""
+    import keras
+    import torch
+
+    from posenc.experiments.runners import KerasRunner, TorchRunner
+
+    build = dict(dim=16, depth=2, heads=2, max_len=16, seed=3)
+    tokens = np.random.default_rng(0).integers(0, 19, size=(2, 12))
+    with torch.no_grad():
+        want = TorchRunner().make_model(scheme, 19, **build)(torch.as_tensor(tokens)).numpy()
+
+    def keras_logits(runner):
+        model = runner.make_model(scheme, 19, **build)
+        return keras.ops.convert_to_numpy(model(runner.tokens(tokens)))
+
+    np.testing.assert_allclose(keras_logits(KerasRunner(init_from_torch=True)), want,
+                               atol=1e-5)
+    assert np.abs(keras_logits(KerasRunner()) - want).max() > 1e-2
+
+
+def test_init_from_torch_is_a_keras_option():
+    args = parse_args(["probe", "--framework", "keras", "--init-from-torch"])
+    assert args.init_from_torch and not parse_args(["probe", "--framework", "keras"]).init_from_torch
+    with pytest.raises(SystemExit):
+        parse_args(["probe", "--init-from-torch"])
+
+
 def test_keras_refuses_the_torch_controls():
     gradients = experiment("gradients")
     args = parse_args(["gradients", "--framework", "keras", "--schemes", "t5", "learned-scaled"])

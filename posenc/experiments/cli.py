@@ -1,7 +1,8 @@
 """The command line of the lab: ``python -m posenc.experiments NAME [options]``.
 
 Common options (every experiment): ``--quick``, ``--seed N`` or ``--seeds N [N ...]``,
-``--out DIR``, ``--framework torch|keras``, ``--device``, ``--no-progress``. Each experiment
+``--out DIR``, ``--framework torch|keras``, ``--init-from-torch`` (Keras starting from
+PyTorch's weights of the same seed), ``--device``, ``--no-progress``. Each experiment
 adds its own (``python -m posenc.experiments NAME --help``).
 
 The framework's runner (:data:`posenc.experiments.runners.RUNNERS`) is chosen here, once,
@@ -84,6 +85,9 @@ def build_parser(name: str) -> argparse.ArgumentParser:
                         help="auto (CUDA, MPS, CPU), cpu, cuda, ... (PyTorch only)")
     parser.add_argument("--threads", type=int, default=None,
                         help="PyTorch CPU threads (default: posenc.pick_device's choice)")
+    parser.add_argument("--init-from-torch", action="store_true",
+                        help="Keras only: start every Keras model from the weights PyTorch "
+                             "draws for the same scheme, sizes and seed")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     module.add_arguments(parser)
     return parser
@@ -108,6 +112,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     if any(seed < 0 for seed in args.seeds):
         build_parser(name).error(f"seeds must be non-negative, got {args.seeds}")
     args.seed = args.seeds[0]
+    if args.init_from_torch and args.framework != "keras":
+        build_parser(name).error(f"--init-from-torch needs --framework keras, got --framework "
+                                 f"{args.framework}; add --framework keras or drop "
+                                 "--init-from-torch")
     return args
 
 
@@ -136,7 +144,8 @@ def main(argv=None) -> int:
                             world_size=world_size, seeds=list(args.seeds), out=args.out,
                             quick=args.quick, progress_bars=not args.no_progress, tag=args.tag,
                             command=_command(argv), arguments=arguments)
-    ctx.runner = runner(ctx)
+    options = {"init_from_torch": True} if args.init_from_torch else {}
+    ctx.runner = runner(ctx, **options)
     try:
         summary = experiment(args.name).run(args, ctx)
     finally:

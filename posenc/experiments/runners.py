@@ -373,6 +373,15 @@ class KerasRunner(Runner):
     framework = "keras"
     token_dtype = "int32"
 
+    def __init__(self, ctx=None, *, init_from_torch: bool = False):
+        super().__init__(ctx)
+        #: Whether :meth:`make_model` starts from the PyTorch runner's weights of the same
+        #: scheme, sizes and seed (``--init-from-torch``), so that both faces start alike.
+        self.init_from_torch = bool(init_from_torch)
+
+    def __repr__(self) -> str:
+        return f"KerasRunner(init_from_torch={self.init_from_torch})"
+
     @staticmethod
     def setup(args, world_size: int):
         """One process, no device to pick (``--device`` and ``--threads`` are PyTorch's)."""
@@ -389,7 +398,13 @@ class KerasRunner(Runner):
                    heads: int = 4, max_len: int = 512, seed: int = 0, **options):
         """The lab's causal Transformer with positional scheme ``scheme``, initialised from
         ``seed`` (:class:`posenc.keras.attention.Transformer`, built on a dummy batch so that
-        it has weights)."""
+        it has weights).
+
+        With :attr:`init_from_torch`, its weights are then replaced by those of
+        :meth:`TorchRunner.make_model` for the same arguments
+        (:func:`posenc.interop.copy_weights`): the Keras model computes the PyTorch one's
+        logits at the start.
+        """
         import keras
 
         from posenc.keras.attention import Transformer
@@ -398,6 +413,12 @@ class KerasRunner(Runner):
         model = Transformer(vocab_size, dim=dim, depth=depth, heads=heads, causal=True,
                             position=scheme, max_len=max_len, **options)
         model(np.zeros((1, 8), dtype="int32"))
+        if self.init_from_torch:
+            from posenc.interop import copy_weights
+
+            twin = TorchRunner().make_model(scheme, vocab_size, dim=dim, depth=depth,
+                                            heads=heads, max_len=max_len, seed=seed, **options)
+            copy_weights(twin, model)
         return model
 
     def weights(self, model) -> list:
