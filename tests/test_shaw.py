@@ -462,7 +462,9 @@ def test_relative_keys_alone_are_an_sdpa_bias():
 @pytest.mark.parametrize("face", ["torch", "keras"])
 def test_docstrings_credit_shaw_and_music_transformer_with_what_they_did(face):
     # Once: "shared by every head (as in Shaw et al.)", and the value-side sums credited to
-    # the Music Transformer, which has no a^V term.
+    # the Music Transformer, which has no a^V term; then the value side called this package's
+    # own extension, although Shaw et al., section 3.3, apply their split to eq. 3 as well:
+    # only the clipped bucketing is the package's.
     import posenc.keras as pk
     import posenc.torch as pt
 
@@ -470,4 +472,5 @@ def test_docstrings_credit_shaw_and_music_transformer_with_what_they_did(face):
     layer_doc = " ".join(module.ShawRelativeAttention.__doc__.split())
     core_doc = " ".join(module.shaw_attention.__doc__.split())
     assert "(as in Shaw et al.)" not in layer_doc and "per head" in layer_doc
-    assert "relative keys only" in core_doc and "own extension" in core_doc
+    assert "relative keys only" in core_doc and "own extension" not in core_doc
+    assert "section 3.3" in core_doc and "own bucketing" in core_doc

@@ -180,10 +180,11 @@ def shaw_attention(q, k, v, key_table, value_table, max_distance: int, *, causal
     does: for the keys it multiplies the queries by the key table, ``(...,
     q_len, 2k + 1)``, and gathers those products into the ``(q_len, k_len)``
     logits (Huang et al.'s Music Transformer, which has relative keys only);
-    for the values, this package's own extension of that idea, it sums each
-    query's attention weights into the ``2k + 1`` distance buckets (from running
-    sums over the keys) and multiplies the ``(..., q_len, 2k + 1)`` sums by the
-    value table.
+    for the values (the same split, which Shaw et al., section 3.3, note
+    serves eq. 3 too) it sums each query's attention weights into the
+    ``2k + 1`` clipped distance buckets (from running sums over the keys, this
+    package's own bucketing) and multiplies the ``(..., q_len, 2k + 1)`` sums by
+    the value table.
     It works on blocks of queries (:func:`posenc.shaw.query_blocks`) so that
     no temporary grows with ``q_len * k_len``. Both give the same numbers
     within float32 rounding.
