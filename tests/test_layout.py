@@ -51,7 +51,7 @@ def test_a_bad_base_gets_the_same_error_in_both_faces(base):
 # Keras has no backend-neutral gradient: the Keras GradientMonitor takes the gradient with the
 # running backend's own autodiff, importing it inside the function that needs it.
 BACKEND_IMPORTS_ALLOWED = {("diagnostics.py", "tensorflow"), ("diagnostics.py", "torch"),
-                           ("diagnostics.py", "jax"), ("tasks.py", "tensorflow")}
+                           ("diagnostics.py", "jax")}
 
 
 def test_the_keras_face_imports_no_backend():

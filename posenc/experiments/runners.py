@@ -553,7 +553,7 @@ def _keras_classes() -> dict:
         """Keras' AdamW on dense gradients (clipped and applied as PyTorch's AdamW)."""
 
         def _clip_gradients(self, grads):
-            from posenc.keras.tasks import _dense_gradients
+            from posenc.keras.diagnostics import _dense_gradients
 
             return super()._clip_gradients(_dense_gradients(grads))
 

@@ -19,30 +19,12 @@ from posenc import tasks
 from posenc.tasks import (check_lag, check_lag_attention, check_lag_model, check_lr,
                           check_token_targets, check_unique_weight)
 from posenc._checks import check_positive_int
+from posenc.keras.diagnostics import _dense_gradients
 
 __all__ = ["LagModel", "lag_loss", "fit_tokens", "train_lag", "token_accuracy",
            "accuracy_by_position", "lag_weights", "load_lag_weights"]
 
 _KERNELS = ("query", "key", "value", "readout")
-
-
-def _dense_gradients(grads) -> list:
-    """Every gradient as one dense tensor (TensorFlow's ``tf.IndexedSlices`` summed per row).
-
-    On TensorFlow an embedding's gradient is a ``tf.IndexedSlices`` with one slice per token
-    of the batch, and Keras' optimisers then update slice by slice: Adam builds a repeated
-    row's second moment from the sum of the repeats' squares instead of the square of their
-    sum, and leaves the rows absent from the batch untouched (a "lazy" Adam). A row repeated
-    four times then moves twice as far as under PyTorch's Adam
-    (``tests/test_tasks.py::test_keras_adam_updates_a_repeated_embedding_row_as_pytorch``).
-    Summing the slices first gives the dense update that PyTorch makes. Other backends
-    already give dense gradients.
-    """
-    if keras.backend.backend() != "tensorflow":
-        return list(grads)
-    import tensorflow as tf
-
-    return [None if g is None else tf.convert_to_tensor(g) for g in grads]
 
 
 class _DenseAdam(keras.optimizers.Adam):
