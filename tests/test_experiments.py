@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import math
 import json
 import os
 import subprocess
@@ -185,6 +186,24 @@ def test_clamping_t5_buckets_keeps_the_trained_distances():
         clamp_t5_buckets(TorchRunner().make_model("alibi", 19, dim=16, depth=1, heads=2), 7)
 
 
+def test_hybrid_scale_reads_the_trained_weight_in_both_frameworks():
+    import torch
+
+    from posenc.experiments.controls import hybrid_scale
+    from posenc.experiments.runners import KerasRunner, TorchRunner
+
+    model = TorchRunner().make_model("hybrid", 19, dim=16, depth=1, heads=2, max_len=32, seed=0)
+    assert hybrid_scale(model) == 1.0
+    (encoding,) = [m for m in model.modules() if hasattr(m, "offset")]
+    with torch.no_grad():
+        encoding.scale.fill_(0.25)
+    assert hybrid_scale(model) == 0.25
+    assert hybrid_scale(TorchRunner().make_model("rope", 19, dim=16, depth=1, heads=2)) is None
+    keras_model = KerasRunner().make_model("hybrid", 19, dim=16, depth=1, heads=2, max_len=32,
+                                           seed=0)
+    assert hybrid_scale(keras_model) == 1.0
+
+
 @pytest.mark.keras
 def test_clamping_t5_buckets_in_keras():
     import keras
@@ -358,6 +377,11 @@ def test_lm_run_records_the_hash_the_positions_and_slides(tmp_path):
     assert meta["settings"]["eval_stride"] == 4 and meta["settings"]["position_loss"]
     # the whole split, cut to a multiple of 16, every character scored once at both lengths
     assert rows[0]["tokens"] == rows[1]["tokens"] == (meta["valid_chars"] - 1) // 16 * 16
+    # sliding windows 4 apart score the same characters, with more context than the offset
+    assert rows[0]["sliding_tokens"] == rows[1]["sliding_tokens"] == rows[0]["tokens"]
+    assert rows[1]["sliding_loss"] != rows[1]["loss"]
+    assert rows[1]["sliding_bits_per_char"] == pytest.approx(rows[1]["sliding_loss"] / math.log(2),
+                                                             abs=1e-5)
     assert [len(r["position_loss"]) for r in rows] == [8, 16]
     assert len(meta["training"][0]["losses"]) == 2
     with pytest.raises(ValueError, match="data_sha256"):

@@ -4,7 +4,10 @@ Per scheme (every causal scheme of the lab's Transformer: none, sinusoidal, lear
 shaw, t5, alibi, rope) and seed: the parameters (all, and those of the scheme), the training
 throughput (characters per second), the validation perplexity at the training length
 (in distribution) and at ``long_factor`` times it (long sequences), with their losses (nats
-per character, ``loss`` and ``long_loss``: average these over seeds, not the perplexities).
+per character, ``loss`` and ``long_loss``: average these over seeds, not the perplexities),
+and for the hybrid its trained ``hybrid_scale`` (the sinusoid's weight, 1 at the start). The
+throughput is the training's own clock: compare it only between runs on an otherwise idle
+machine.
 The training, the evaluation options, the controls (``--t5-clamp``: a row of scheme
 ``"t5-clamped"`` after each ``t5`` row, the same model with its buckets clamped;
 ``--token-init-std``) and the corpus hash are those of
@@ -47,6 +50,9 @@ def run(args, ctx) -> dict:
                             longest=long_len)
             long = eval_lm(model, valid_ids, long_len, s, ctx, desc=f"{scheme} long",
                            longest=long_len)
+            from posenc.experiments.controls import hybrid_scale
+
+            scale = hybrid_scale(model) if scheme == "hybrid" else None
             rows.append({"scheme": scheme, "seed": seed, "parameters": total,
                          "position_parameters": position,
                          "tokens_per_second": round(result["tokens_per_second"], 1),
@@ -56,6 +62,7 @@ def run(args, ctx) -> dict:
                          "perplexity": short["perplexity"],
                          "long_perplexity": long["perplexity"],
                          "loss": short["loss"], "long_loss": long["loss"],
+                         **({"hybrid_scale": round(scale, 6)} if scale is not None else {}),
                          **({"position_loss": short["position_loss"],
                              "long_position_loss": long["position_loss"]}
                             if s.get("position_loss") else {})})

@@ -12,6 +12,9 @@ and an added encoding: the lab draws token embeddings with a standard deviation 
 the unit-amplitude sinusoid has an RMS of ``1/sqrt(2)`` (35 times louder), so at the start a
 pre-norm model sees mostly the positions. Redrawn with :data:`MATCHED_STD`, the characters
 start as loud as the sinusoid.
+
+:func:`hybrid_scale` reads the trained scale of a hybrid encoding (``scale * sinusoid +
+learned offset``), which says how loud training made the fixed part.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import numpy as np
 from posenc._checks import _error, check_positive_int
 
 __all__ = ["t5_bias_layers", "trained_t5_bucket", "clamp_t5_buckets", "MATCHED_STD",
-           "redraw_token_embedding"]
+           "redraw_token_embedding", "hybrid_scale"]
 
 #: The RMS of a unit-amplitude sinusoidal encoding, ``1/sqrt(2)``: token embeddings drawn with
 #: this standard deviation are as loud as it.
@@ -121,3 +124,22 @@ def redraw_token_embedding(model, std: float, seed: int) -> None:
             weight.copy_(torch.from_numpy(table).to(weight.dtype))
     else:
         weight.assign(table.astype("float32"))
+
+
+def hybrid_scale(model):
+    """The trainable ``scale`` of the hybrid encoding of a lab Transformer (PyTorch or Keras),
+    a float; ``None`` when the model has no hybrid encoding."""
+    from posenc.keras.learned import HybridEncoding as KerasHybrid
+    from posenc.torch.learned import HybridEncoding as TorchHybrid
+
+    if _is_keras(model):
+        import keras
+
+        for layer in model._flatten_layers():
+            if isinstance(layer, KerasHybrid):
+                return float(keras.ops.convert_to_numpy(layer.scale))
+        return None
+    for module in model.modules():
+        if isinstance(module, TorchHybrid):
+            return float(module.scale.detach().float())
+    return None

@@ -10,9 +10,11 @@ character), the perplexity per character and bits per character.
 Evaluation options: ``--eval-chars N`` scores the first ``N`` validation characters (the
 committed runs: 16,384, 35 % of the split); ``--eval-chars 0`` the whole validation
 split, cut to a multiple of the longest window so that every length scores the same
-characters. ``--eval-stride S`` (below the window) evaluates with sliding windows ``S`` apart
-that score each character once with at least ``length - S`` characters of context, instead of
-non-overlapping windows (where a character's context is its offset in its window).
+characters. ``--eval-stride S`` evaluates each length a second time with sliding windows
+``S`` apart that score each character once with at least ``length - S`` characters of context
+(``sliding_loss``, ``sliding_bits_per_char``, ``sliding_perplexity`` and ``sliding_tokens`` in
+the row, beside the non-overlapping windows' figures, where a character's context is its offset
+in its window; at a length of ``S`` or less the two coincide).
 ``--position-loss`` adds, to each row, the loss at each position of the window
 (``position_loss``, nats), which separates the early tokens' lack of context from the use of
 far positions (with non-overlapping windows, where every position is scored in every window;
@@ -52,8 +54,8 @@ def add_lm_arguments(group) -> None:
                        help="validation characters to evaluate on (0: the whole split, cut to "
                             "a multiple of the longest window)")
     group.add_argument("--eval-stride", type=int, default=None,
-                       help="sliding-window evaluation: windows this many characters apart, "
-                            "each character scored once (default: non-overlapping windows)")
+                       help="also evaluate on sliding windows this many characters apart, each "
+                            "character scored once (the rows' sliding_* columns)")
     group.add_argument("--position-loss", action="store_true",
                        help="record the loss at each position of the evaluation windows")
     group.add_argument("--t5-clamp", action="store_true",
@@ -150,21 +152,29 @@ def train_lm(scheme, seed, s, ctx, train_ids, vocab_size, max_len):
 
 
 def eval_lm(model, valid_ids, length, s, ctx, desc="", longest=None):
-    """Loss, perplexity and bits per character on windows of ``length``: non-overlapping, or
-    sliding ``s["eval_stride"]`` apart; with ``s["position_loss"]`` also the loss at each
+    """Loss, perplexity and bits per character on non-overlapping windows of ``length``, and
+    with ``s["eval_stride"]`` the same on windows sliding that far apart (``sliding_*``); with ``s["position_loss"]`` also the loss at each
     position of the window. ``longest``: the longest window of the run (default ``length``),
     whose multiple of the split is scored when ``s["eval_chars"]`` is 0."""
     ids = eval_ids(valid_ids, s, longest or length)
-    stride = s.get("eval_stride")
-    if stride and stride < length:
-        windows = data.lm_sliding_windows(ids, length, stride)
-    else:
-        windows = data.lm_windows(ids, length)
+    windows = data.lm_windows(ids, length)
     rows_per_batch = max(1, 16_384 // length)
     got = ctx.runner.evaluate(model, split_rows(windows, rows_per_batch), desc=desc)
     found = {"loss": round(got["loss"], 6), "perplexity": round(got["perplexity"], 6),
              "bits_per_char": round(got["loss"] / math.log(2), 6),
              "accuracy": round(got["token_accuracy"], 6), "tokens": got["tokens"]}
+    stride = s.get("eval_stride")
+    if stride:
+        if stride < length:
+            slid = ctx.runner.evaluate(
+                model, split_rows(data.lm_sliding_windows(ids, length, stride), rows_per_batch),
+                desc=f"{desc} sliding")
+        else:                       # windows ``stride`` apart do not overlap: the same scores
+            slid = got
+        found.update(sliding_loss=round(slid["loss"], 6),
+                     sliding_perplexity=round(slid["perplexity"], 6),
+                     sliding_bits_per_char=round(slid["loss"] / math.log(2), 6),
+                     sliding_tokens=slid["tokens"])
     if s.get("position_loss"):
         by_position = ctx.runner.position_loss(model, split_rows(windows, rows_per_batch),
                                                desc=f"{desc} by position")
