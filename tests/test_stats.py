@@ -117,6 +117,24 @@ def test_a_bound_at_zero_is_inconclusive():
     assert verdict(Interval(1.0, 0.0, 2.0, 5), "positive").word == "inconclusive"
 
 
+def test_a_claim_of_no_difference_is_judged_against_its_margin():
+    inside = Interval(0.001, -0.002, 0.004, 5)
+    outside = Interval(0.02, 0.011, 0.03, 5)
+    straddle = Interval(0.008, 0.001, 0.015, 5)
+    assert verdict(inside, "none", margin=0.005).label == "agree"
+    assert verdict(Interval(-0.02, -0.03, -0.011, 5), "none", margin=0.01).word == "disagree"
+    assert verdict(outside, 0, margin=0.01).word == "disagree"
+    assert verdict(straddle, "=", margin=0.01).label == \
+        "inconclusive (interval overlaps the margin)"
+    assert verdict(inside, "none", margin=0.005, learned=[True, False]).reason == "not learned"
+    with pytest.raises(ValueError, match="margin goes with expected='none'"):
+        verdict(inside, "none")
+    with pytest.raises(ValueError, match="margin goes with expected='none'"):
+        verdict(inside, "positive", margin=0.1)
+    with pytest.raises(ValueError, match="margin"):
+        verdict(inside, "none", margin=-1.0)
+
+
 def test_verdict_refuses_bad_arguments():
     with pytest.raises(ValueError, match="verdict: expected must be one of"):
         verdict(mean_interval([1.0, 2.0]), "up")

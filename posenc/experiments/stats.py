@@ -19,6 +19,10 @@ The verdict rule (:func:`verdict`), stated once:
   contains zero;
 * otherwise ``"agree"`` when the effect has the sign the paper reports, ``"disagree"`` when
   it has the other.
+
+A paper that reports *no* difference (``expected="none"``) is judged against a ``margin``, the
+largest effect its statement allows: ``"agree"`` when the whole interval lies within it,
+``"disagree"`` when the interval lies wholly outside it, ``"inconclusive"`` otherwise.
 """
 
 from __future__ import annotations
@@ -278,8 +282,9 @@ class Verdict:
     Attributes:
         word: ``"agree"``, ``"disagree"`` or ``"inconclusive"`` (:data:`VERDICTS`).
         interval: the :class:`Interval` of the effect it was decided on.
-        reason: ``""``, ``"interval includes zero"`` or ``"not learned"``.
-        expected: the sign the paper reports, ``+1`` or ``-1``.
+        reason: ``""``, ``"interval includes zero"``, ``"not learned"`` or ``"interval
+            overlaps the margin"``.
+        expected: the sign the paper reports, ``+1`` or ``-1``; ``0`` for no difference.
     """
 
     word: str
@@ -297,16 +302,23 @@ class Verdict:
                 **{f"interval_{k}": v for k, v in self.interval.as_dict().items()}}
 
 
-def verdict(interval: Interval, expected: str | int, *, learned=True) -> Verdict:
+def verdict(interval: Interval, expected: str | int, *, learned=True,
+            margin: float | None = None) -> Verdict:
     """The lab's verdict on a paper's claim, by the rule of this module.
 
     Args:
         interval: the :class:`Interval` of the effect (e.g. the paired difference
             ``scheme - reference`` of a loss, or a relative change of log-perplexity).
         expected: the direction the paper reports for that effect: ``"positive"`` (or ``+1``,
-            ``">"``) or ``"negative"`` (``-1``, ``"<"``).
+            ``">"``) or ``"negative"`` (``-1``, ``"<"``); or ``"none"`` (``0``, ``"="``) when
+            the paper reports no difference, judged against ``margin``.
         learned: ``True``, ``False``, or an iterable of booleans (every scheme and seed
             compared): whether each reached its in-distribution criterion.
+        margin: with ``expected="none"`` (and only then), the largest effect the paper's
+            "no difference" allows (for a published "equal to the printed digits", the effect
+            those digits' rounding leaves room for). ``"agree"`` when the whole interval lies
+            within ``[-margin, margin]``, ``"disagree"`` when it lies wholly outside, else
+            ``"inconclusive"`` (reason ``"interval overlaps the margin"``).
 
     Returns:
         A :class:`Verdict`.
@@ -320,14 +332,28 @@ def verdict(interval: Interval, expected: str | int, *, learned=True) -> Verdict
     if not isinstance(interval, Interval):
         raise _error("verdict", f"interval must be an Interval, got interval={interval!r}",
                      "build it with mean_interval or paired_difference")
-    signs = {"positive": 1, "+": 1, ">": 1, 1: 1, "negative": -1, "-": -1, "<": -1, -1: -1}
+    signs = {"positive": 1, "+": 1, ">": 1, 1: 1, "negative": -1, "-": -1, "<": -1, -1: -1,
+             "none": 0, "=": 0, 0: 0}
     if isinstance(expected, bool) or expected not in signs:
-        raise _error("verdict", f"expected must be one of 'positive', 'negative', 1, -1, got "
-                     f"expected={expected!r}", "pass the sign of the effect the paper reports")
+        raise _error("verdict", f"expected must be one of 'positive', 'negative', 'none', 1, "
+                     f"-1, 0, got expected={expected!r}",
+                     "pass the sign of the effect the paper reports")
     sign = signs[expected]
+    if (sign == 0) != (margin is not None):
+        raise _error("verdict", f"margin goes with expected='none' and only with it, got "
+                     f"expected={expected!r}, margin={margin!r}",
+                     "pass margin=... for a claim of no difference, and no margin otherwise")
+    if sign == 0:
+        margin = check_float("margin", margin, above=0.0, what="verdict")
     all_learned = bool(learned) if isinstance(learned, bool) else all(bool(v) for v in learned)
     if not all_learned:
         return Verdict("inconclusive", interval, "not learned", sign)
+    if sign == 0:
+        if -margin <= interval.low and interval.high <= margin:
+            return Verdict("agree", interval, "", 0)
+        if interval.low > margin or interval.high < -margin:
+            return Verdict("disagree", interval, "", 0)
+        return Verdict("inconclusive", interval, "interval overlaps the margin", 0)
     if interval.includes(0.0):
         return Verdict("inconclusive", interval, "interval includes zero", sign)
     return Verdict("agree" if sign * interval.mean > 0 else "disagree", interval, "", sign)

@@ -1,0 +1,255 @@
+"""The papers' claims the lab tests, and the lab's verdict on each, computed in one place.
+
+:data:`CLAIMS` lists every published claim the lab's study holds up against its own runs: the
+paper, what it reports (in words and in its own figures), the lab's measure of the same
+effect, and the direction the paper reports. :func:`load_study` reads the study's committed
+runs (five seeds or more each, from clean commits, with their data hashes);
+:func:`decide` applies the rule of :func:`posenc.experiments.stats.verdict` to one claim and
+:func:`verdicts` to all of them. Chapter 10 shows each verdict beside its paper, and chapter
+13's guide grades its evidence by the same verdicts, so a verdict is computed once.
+
+The measures (every one per seed, then a 95 % Student-t interval over the seeds):
+
+* ``"lm-change"``: the relative change of the loss of one scheme from the training length
+  ``L`` to ``factor * L``, ``loss(factor L) / loss(L) - 1`` (unit-free, so it is compared with
+  the same quantity computed from the paper's perplexities; below zero, the longer windows
+  help);
+* ``"lm-relative"``: one scheme's loss over a reference scheme's at one length, minus one
+  (unit-free; above zero, the scheme is worse);
+* ``"lm-paired"``: the paired difference of two schemes' losses (nats per character) at one
+  length;
+* ``"lg-beyond"``: the paired difference of two schemes' exact match past the training length
+  on one task, decided only where every seed of both schemes learned the task in
+  distribution (otherwise "inconclusive (not learned)").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from posenc._checks import _error
+
+__all__ = ["STUDY_SEEDS", "TASKS", "Claim", "CLAIMS", "claim", "load_study", "decide",
+           "verdicts", "paper_change"]
+
+#: The seeds of the committed study (one result file per seed, ``--tag seedN``).
+STUDY_SEEDS = (0, 1, 2, 3, 4)
+
+#: The length-generalisation tasks of the study (one result file per task and seed,
+#: ``--tag TASK-seedN``).
+TASKS = ("copy", "reverse", "sort", "addition")
+
+
+def paper_change(short: float, long: float) -> float:
+    """The relative change of log-perplexity between two published perplexities,
+    ``ln long / ln short - 1``: the paper's figure in the lab's unit-free measure.
+
+    Example:
+        >>> round(paper_change(20.05, 43.54), 4)      # Press et al., sinusoidal, 512 -> 1012
+        0.2591
+    """
+    return math.log(long) / math.log(short) - 1.0
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One published claim and how the lab measures it.
+
+    Attributes:
+        key: the claim's name (chapters glue ``verdict_KEY``).
+        source: the bibliography key of the paper, or ``None`` for an explanation the book
+            itself offers (then the verdict tests the book).
+        statement: what the paper reports, in words.
+        published: the paper's figures, as printed (with the table).
+        measure: the lab's measure (a kind of this module's docstring).
+        options: the measure's arguments (schemes, lengths, task, which runs).
+        expected: the direction the paper reports (``"positive"``, ``"negative"``, or
+            ``"none"`` with a ``margin``).
+        margin: the largest effect a claim of no difference allows, else ``None``.
+        paper_effect: the paper's effect in the lab's measure where it can be computed from
+            its figures (unit-free), else ``None``.
+    """
+
+    key: str
+    source: str | None
+    statement: str
+    published: str
+    measure: str
+    options: dict = field(default_factory=dict)
+    expected: str = "positive"
+    margin: float | None = None
+    paper_effect: float | None = None
+
+
+def _press(scheme, name, factor, short, long, tokens, expected):
+    word = "improves" if expected == "negative" else "degrades"
+    return Claim(
+        key=f"press-{scheme}-{factor}L", source="press2022alibi",
+        statement=f"{name} {word} from the training length (512 tokens) to {tokens} tokens "
+                  f"({tokens / 512:.1f} times it); the lab measures at {factor} L",
+        published=f"{short} at 512 tokens, {long} at {tokens} (WikiText-103, Table 2)",
+        measure="lm-change", options={"scheme": scheme, "factor": factor},
+        expected=expected, paper_effect=paper_change(short, long))
+
+
+# Vaswani et al.'s "nearly identical": both 4.92 to the printed digits, so the relative loss
+# difference can be at most what rounding to 0.01 leaves room for.
+_VASWANI_MARGIN = (math.log(4.925) - math.log(4.915)) / math.log(4.92)
+
+_KAZEMNEJAD = ("their ranking over ten tasks: NoPE and T5's bias best, ALiBi in the middle, "
+               "rotary and absolute (sinusoidal) poorest")
+_KAZEMNEJAD_COPY = ("on copy, NoPE and T5 near 1.0 well past the training length, ALiBi "
+                    "dropping near length 25, rotary and absolute falling to about 0")
+
+#: Every claim of the study, in the order chapter 10 discusses them.
+CLAIMS = (
+    _press("sinusoidal", "The sinusoid", 2, 20.05, 43.54, 1012, "positive"),
+    _press("rope", "Rotary", 2, 20.07, 21.37, 1012, "positive"),
+    _press("rope", "Rotary", 4, 20.07, 31.58, 2512, "positive"),
+    _press("t5", "T5's bias", 2, 19.65, 18.79, 1012, "negative"),
+    _press("t5", "T5's bias", 4, 19.65, 20.41, 2512, "positive"),
+    _press("alibi", "ALiBi", 2, 19.73, 18.73, 1012, "negative"),
+    _press("alibi", "ALiBi", 4, 19.73, 18.41, 2512, "negative"),
+    Claim(key="t5-clamp-4L", source=None,
+          statement="T5's bias fails past the training length because the buckets of the "
+                    "longer distances were never trained: clamping them to the last trained "
+                    "bucket lowers the loss at 4L",
+          published="the book's explanation (chapter 10)", measure="lm-paired",
+          options={"scheme": "t5-clamped", "reference": "t5", "factor": 4},
+          expected="negative"),
+    Claim(key="haviv-nope-alibi", source="haviv2022nopos",
+          statement="a causal model without positions is slightly worse than ALiBi at the "
+                    "training length",
+          published="20.97 without positions, 19.71 with ALiBi (WikiText-103, 512 tokens)",
+          measure="lm-relative", options={"scheme": "none", "reference": "alibi", "factor": 1},
+          expected="positive", paper_effect=paper_change(19.71, 20.97)),
+    Claim(key="haviv-nope-learned", source="haviv2022nopos",
+          statement="a causal model without positions is slightly worse than a learned table "
+                    "at the training length",
+          published="20.97 without positions, 20.42 learned (WikiText-103, 512 tokens)",
+          measure="lm-relative", options={"scheme": "none", "reference": "learned",
+                                          "factor": 1},
+          expected="positive", paper_effect=paper_change(20.42, 20.97)),
+    Claim(key="vaswani-equal", source="vaswani2017attention",
+          statement="a learned table and the sinusoid give nearly identical results",
+          published="development perplexity 4.92 for both (Table 3, rows (E) and base)",
+          measure="lm-relative",
+          options={"scheme": "sinusoidal", "reference": "learned", "factor": 1},
+          expected="none", margin=_VASWANI_MARGIN, paper_effect=0.0),
+    Claim(key="vaswani-equal-matched", source="vaswani2017attention",
+          statement="the same, with the characters' embeddings as loud as the sinusoid "
+                    "(the amplitude confound removed)",
+          published="development perplexity 4.92 for both (Table 3, rows (E) and base)",
+          measure="lm-relative",
+          options={"scheme": "sinusoidal", "reference": "learned", "factor": 1,
+                   "runs": "matched"},
+          expected="none", margin=_VASWANI_MARGIN, paper_effect=0.0),
+    *(Claim(key=f"kazemnejad-{scheme}-{reference}-{task}", source="kazemnejad2023nope",
+            statement=f"past the training length, {name} answers {task} exactly more often "
+                      f"than {other}",
+            published=published, measure="lg-beyond",
+            options={"task": task, "scheme": scheme, "reference": reference})
+      for task in TASKS
+      for scheme, reference, name, other in (
+          ("none", "rope", "no encoding", "RoPE"),
+          ("none", "sinusoidal", "no encoding", "the sinusoid"),
+          ("t5", "rope", "T5's bias", "RoPE"),
+          ("none", "alibi", "no encoding", "ALiBi"))
+      for published in [_KAZEMNEJAD_COPY if task == "copy" else _KAZEMNEJAD]),
+)
+
+
+def claim(key: str) -> Claim:
+    """The claim of :data:`CLAIMS` named ``key``."""
+    for c in CLAIMS:
+        if c.key == key:
+            return c
+    raise _error("claim", f"key must name a claim of CLAIMS, got key={key!r}",
+                 "pass one of " + ", ".join(c.key for c in CLAIMS[:4]) + ", ...")
+
+
+def load_study(folder=None, *, seeds=STUDY_SEEDS, require_clean: bool = True) -> dict:
+    """The study's runs, each read with :func:`~posenc.experiments.analysis.load_seed_runs`.
+
+    Returns:
+        ``{"lm": ..., "matched": ..., "ablation": ..., "keras": ..., "tasks": {task: ...}}``,
+        each a combined run (``{"meta": ..., "rows": [...]}``); ``"keras"`` and
+        ``"matched"`` are absent when their files are.
+
+    Raises:
+        ValueError: a run of the study is missing, partial, from a dirty commit, or of other
+            settings than the other seeds.
+    """
+    from posenc.experiments.analysis import load_seed_runs
+
+    tags = [f"seed{n}" for n in seeds]
+    study = {"lm": load_seed_runs("lm-extrapolation", folder=folder, tags=tags,
+                                  require_clean=require_clean),
+             "ablation": load_seed_runs("ablation", folder=folder, tags=tags,
+                                        require_clean=require_clean),
+             "tasks": {}}
+    for name, framework, prefix in (("matched", "torch", "matched-"), ("keras", "keras", "")):
+        try:
+            study[name] = load_seed_runs("lm-extrapolation", folder=folder,
+                                         framework=framework,
+                                         tags=[f"{prefix}{t}" for t in tags],
+                                         require_clean=require_clean)
+        except ValueError as error:
+            if "no results" not in str(error):
+                raise
+    for task in TASKS:
+        study["tasks"][task] = load_seed_runs("length-generalization", folder=folder,
+                                              tags=[f"{task}-{t}" for t in tags],
+                                              require_clean=require_clean)
+    return study
+
+
+def _lm_runs(study, options):
+    return study[options.get("runs", "lm")]
+
+
+def decide(c: Claim, study: dict):
+    """The lab's :class:`~posenc.experiments.stats.Verdict` on claim ``c`` from ``study``
+    (:func:`load_study`)."""
+    from posenc.experiments import analysis
+    from posenc.experiments.stats import mean_interval, verdict
+
+    o = c.options
+    if c.measure == "lg-beyond":
+        run = study["tasks"][o["task"]]
+        return analysis.beyond_verdict(run["rows"], o["task"], o["scheme"], o["reference"],
+                                       c.expected, training=_training(run))
+    run = _lm_runs(study, o)
+    L = run["meta"]["settings"]["train_len"]
+    rows = run["rows"]
+    if c.measure == "lm-change":
+        effect = analysis.lm_log_ratio(rows, o["scheme"], o["factor"] * L, L)
+    else:
+        n = o["factor"] * L
+        losses = analysis.seed_values([r for r in rows if r["eval_len"] == n], ("scheme",),
+                                      "loss")
+        a, b = losses[o["scheme"]], losses[o["reference"]]
+        seeds = sorted(set(a) & set(b))
+        if c.measure == "lm-relative":
+            effect = mean_interval([a[s] / b[s] - 1.0 for s in seeds])
+        elif c.measure == "lm-paired":
+            effect = mean_interval([a[s] - b[s] for s in seeds])
+        else:
+            raise _error("decide", f"claim {c.key!r} has measure={c.measure!r}",
+                         "use lm-change, lm-relative, lm-paired or lg-beyond")
+    return verdict(effect, c.expected, margin=c.margin)
+
+
+def _training(run):
+    """The ``meta["training"]`` entries of every run combined (each knows if it learned)."""
+    return [t for meta in run["meta"]["runs"] for t in meta.get("training", [])]
+
+
+def verdicts(study: dict | None = None) -> dict:
+    """``{key: Verdict}`` for every claim of :data:`CLAIMS`, from ``study`` (default: the
+    committed study, :func:`load_study`). Claims whose runs are absent (the matched control)
+    are left out."""
+    study = load_study() if study is None else study
+    return {c.key: decide(c, study) for c in CLAIMS
+            if c.options.get("runs", "lm") in study}
