@@ -70,7 +70,7 @@ def build_parser(name: str) -> argparse.ArgumentParser:
     parser = _top_parser()
     parser.prog = f"python -m posenc.experiments {name}"
     parser.add_argument("--quick", action="store_true",
-                        help="the small setting (a few minutes on 2 CPU cores)")
+                        help="the small setting (the committed quick runs' metadata give its time)")
     seeds = parser.add_mutually_exclusive_group()
     seeds.add_argument("--seed", type=int, default=None, help="one seed (default 0)")
     seeds.add_argument("--seeds", type=int, nargs="+", default=None,

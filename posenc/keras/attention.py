@@ -97,8 +97,10 @@ class MultiHeadAttention(keras.layers.Layer):
     ``keras.ops.dot_product_attention``, whose fused kernels compute in the
     compute dtype), so that the numbers are the same on every backend and
     policy. The PyTorch face runs SDPA instead: the two agree within float32
-    rounding, and the speed differs. The key projection has no bias (it would
-    add one constant to each row of logits, which the softmax ignores).
+    rounding, and the speed differs. The key projection has no bias (without
+    RoPE it would add one constant to each row of logits, which the softmax ignores; under
+    RoPE the rotated bias depends on the key's position, so it would not cancel, and no bias
+    is used either).
 
     Args:
         dim: model width; must equal ``x.shape[-1]``.

@@ -79,8 +79,9 @@ class MultiHeadAttention(nn.Module):
     materialises ``(1, heads, q_len, k_len)`` and rules out the FlashAttention
     kernel on a GPU, so a bias scheme is not free there); with
     ``return_attention=True`` on an explicit softmax in float32; ``"shaw"`` on the
-    core of :func:`shaw_attention` (float32). The key projection has no bias (it would add one
-    constant to each row of logits, which the softmax ignores).
+    core of :func:`shaw_attention` (float32). The key projection has no bias (without RoPE it would add one
+    constant to each row of logits, which the softmax ignores; under RoPE the rotated bias
+    depends on the key's position, so it would not cancel, and no bias is used either).
 
     Args:
         dim: model width; must equal ``x.shape[-1]``.
