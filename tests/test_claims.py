@@ -73,7 +73,7 @@ def test_each_claim_is_decided_by_the_rule():
     assert got["press-t5-4L"].word == "agree"                          # 0.85 -> 0.90, worse
     assert got["press-alibi-4L"].word == "agree"
     assert got["t5-clamp-4L"].word == "agree"                          # 0.9 -> 0.8
-    assert got["t5-clamp-4L"].interval.mean == pytest.approx(-0.1, abs=1e-9)
+    assert got["t5-clamp-4L"].interval.mean == pytest.approx(0.8 / 0.9 - 1, abs=1e-3)
     assert got["haviv-nope-alibi"].word == "agree"
     assert got["vaswani-equal"].word == "disagree"                     # 11 % apart
     assert got["vaswani-equal-matched"].label == "agree"               # equal to the wobble
@@ -96,8 +96,12 @@ def test_the_committed_study_holds_five_clean_seeds_with_their_hashes():
     runs += [study[k] for k in ("matched", "keras") if k in study]
     for run in runs:
         assert run["meta"]["seeds"] == list(STUDY_SEEDS)
-        assert run["meta"]["data_sha256"] and len(run["meta"]["data_sha256"]) == 64
+        digest = run["meta"]["data_sha256"]
+        hashes = list(digest.values()) if isinstance(digest, dict) else [digest]
+        assert all(isinstance(h, str) and len(h) == 64 for h in hashes)
         assert all(not c.endswith("+dirty") for c in run["meta"]["commits"])
+    assert isinstance(study["lm"]["meta"]["data_sha256"], str)          # one corpus
+    assert sorted(study["tasks"]["copy"]["meta"]["data_sha256"]) == list(STUDY_SEEDS)
     got = claims.verdicts(study)
     assert set(got) == {c.key for c in CLAIMS}
     assert all(v.word in ("agree", "disagree", "inconclusive") for v in got.values())

@@ -439,14 +439,16 @@ def test_rank_one_does_not_write(tmp_path):
 
 @pytest.mark.parametrize("name", ["length-generalization", "lm-extrapolation", "ablation"])
 def test_committed_results_have_metadata(name):
-    path = results_path(name)
-    if not path.exists():
-        pytest.skip(f"no committed results for {name} yet")
-    results = load_results(name)
-    meta = results["meta"]
-    assert meta["experiment"] == name and meta["command"].startswith(
-        ("python -m posenc.experiments", "torchrun"))
-    assert meta["wall_seconds"] > 0 and meta["seeds"] and results["rows"]
+    paths = sorted(results_path(name).parent.glob("results*.json"))
+    assert len(paths) >= 5, paths                      # the study's five seeds at least
+    for path in paths:
+        results = json.loads(path.read_text())
+        meta = results["meta"]
+        assert meta["experiment"] == name and meta["command"].startswith(
+            ("python -m posenc.experiments", "torchrun")), path.name
+        assert meta["wall_seconds"] > 0 and meta["seeds"] and results["rows"], path.name
+        assert not meta["partial"] and len(meta["data_sha256"]) == 64, path.name
+        assert not str(meta["commit"]).endswith("+dirty"), path.name
 
 
 # --------------------------------------------------------------------------- runs
@@ -661,6 +663,11 @@ def test_combine_runs_checks_that_the_runs_belong_together():
         with pytest.raises(ValueError, match=match):
             combine_runs([_seed_run(0), bad])
     assert combine_runs([_seed_run(0), _seed_run(1, commit="abc+dirty")], require_clean=False)
+    # data drawn from the seed (the tasks' test examples): one hash per seed, each required
+    per_seed = combine_runs([_seed_run(0), _seed_run(1, data_sha256="bad")], same_data=False)
+    assert per_seed["meta"]["data_sha256"] == {0: "f00", 1: "bad"}
+    with pytest.raises(ValueError, match="run 1 has no data_sha256"):
+        combine_runs([_seed_run(0), _seed_run(1, data_sha256=None)], same_data=False)
 
 
 def test_load_seed_runs_reads_one_file_per_seed(tmp_path):
@@ -890,13 +897,19 @@ def test_ablation_records_losses_and_the_t5_control(tmp_path):
     assert rows[0]["loss"] == pytest.approx(rows[1]["loss"], abs=1e-6)
 
 
-def test_load_seed_runs_reads_the_untagged_run_beside_the_tagged_ones():
-    # The committed results hold seed 0 untagged (results.json) and seed 1 tagged: the
-    # default once read seed 1 alone, silently.
+def test_load_seed_runs_reads_the_untagged_run_beside_the_tagged_ones(tmp_path):
+    # A folder with seed 0 untagged (results.json) and seed 1 tagged: the default once read
+    # seed 1 alone, silently.
     from posenc.experiments.analysis import load_seed_runs
 
-    for name in ("lm-extrapolation", "ablation", "length-generalization"):
-        assert load_seed_runs(name, require_clean=False)["meta"]["seeds"] == [0, 1]
+    for seed, tag in ((0, None), (1, "seed1")):
+        ctx = ExperimentContext(name="ablation", seeds=[seed], out=tmp_path, tag=tag)
+        ctx.write_results([{"scheme": "none", "seed": seed, "loss": 1.0 + seed}],
+                          {"settings": {"steps": 3}, "partial": False})
+    got = load_seed_runs("ablation", folder=tmp_path, require_clean=False)
+    assert got["meta"]["seeds"] == [0, 1] and len(got["rows"]) == 2
+    assert load_seed_runs("ablation", folder=tmp_path, tags=["seed1"],
+                          require_clean=False)["meta"]["seeds"] == [1]
 
 
 def test_meta_summary_keeps_the_dirty_mark_of_a_long_commit():

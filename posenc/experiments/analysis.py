@@ -167,7 +167,7 @@ def _settings_key(meta: dict) -> dict:
     return settings
 
 
-def combine_runs(results, *, require_clean: bool = True) -> dict:
+def combine_runs(results, *, require_clean: bool = True, same_data: bool = True) -> dict:
     """One set of rows from several runs of one experiment (one file per seed, say).
 
     Args:
@@ -175,6 +175,10 @@ def combine_runs(results, *, require_clean: bool = True) -> dict:
             :func:`posenc.experiments.records.read_results` returns).
         require_clean: refuse a run whose commit has uncommitted changes (``+dirty``) or is
             unknown. Default ``True``.
+        same_data: refuse runs whose ``data_sha256`` differ (one corpus for every seed).
+            ``False`` for experiments whose data are drawn from the seed (the test examples of
+            ``length-generalization``): then every run must have a hash, and the combined
+            ``data_sha256`` is ``{seed: hash}``. Default ``True``.
 
     Returns:
         A dict ``{"meta": meta, "rows": rows}``: ``rows`` holds every row of every run, and
@@ -203,7 +207,11 @@ def combine_runs(results, *, require_clean: bool = True) -> dict:
             raise ValueError(f"combine_runs: run {index} has other settings than run 0 "
                              f"({_settings_key(meta)} against {_settings_key(first)}); "
                              "combine runs made with the same options.")
-        if meta.get("data_sha256") != first.get("data_sha256"):
+        if not same_data:
+            if not meta.get("data_sha256"):
+                raise ValueError(f"combine_runs: run {index} has no data_sha256; rerun it with "
+                                 "the current code, which records the hash of its data.")
+        elif meta.get("data_sha256") != first.get("data_sha256"):
             raise ValueError(f"combine_runs: run {index} has data_sha256="
                              f"{meta.get('data_sha256')!r}, run 0 "
                              f"{first.get('data_sha256')!r}; combine runs on the same corpus.")
@@ -222,13 +230,15 @@ def combine_runs(results, *, require_clean: bool = True) -> dict:
             seen[seed] = index
         commits.append(commit)
         rows.extend(result["rows"])
+    digest = first.get("data_sha256") if same_data else {
+        seed: results[index]["meta"]["data_sha256"] for seed, index in sorted(seen.items())}
     return {"meta": {"runs": [r["meta"] for r in results], "seeds": sorted(seen),
-                     "settings": _settings_key(first), "data_sha256": first.get("data_sha256"),
+                     "settings": _settings_key(first), "data_sha256": digest,
                      "commits": commits}, "rows": rows}
 
 
 def load_seed_runs(name: str, *, folder=None, framework: str = "torch", tags=None,
-                   require_clean: bool = True) -> dict:
+                   require_clean: bool = True, same_data: bool = True) -> dict:
     """The per-seed runs of experiment ``name`` as one set of rows (:func:`combine_runs`).
 
     Args:
@@ -238,7 +248,7 @@ def load_seed_runs(name: str, *, folder=None, framework: str = "torch", tags=Non
         tags: the runs' ``--tag`` values (default: every file ``results[-keras]-seed*.json``,
             the files of ``--seed N --tag seedN``, and the untagged ``results[-keras].json``
             when it holds a seed those files do not).
-        require_clean: see :func:`combine_runs`.
+        require_clean, same_data: see :func:`combine_runs`.
     """
     from posenc.experiments.records import read_results, results_path
 
@@ -263,7 +273,7 @@ def load_seed_runs(name: str, *, folder=None, framework: str = "torch", tags=Non
                          f"(missing: {missing or 'results-seed*.json'}); run "
                          f"`python -m posenc.experiments {name} --seed N --tag seedN --out "
                          "DIR` for each seed and pass folder=DIR.")
-    return combine_runs(runs, require_clean=require_clean)
+    return combine_runs(runs, require_clean=require_clean, same_data=same_data)
 
 
 # --------------------------------------------------------------------------- intervals

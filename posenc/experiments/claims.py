@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from posenc._checks import _error
 
 __all__ = ["STUDY_SEEDS", "TASKS", "Claim", "CLAIMS", "claim", "load_study", "decide",
-           "verdicts", "paper_change"]
+           "verdicts", "paper_change", "table_rows", "TABLE_HEADER"]
 
 #: The seeds of the committed study (one result file per seed, ``--tag seedN``).
 STUDY_SEEDS = (0, 1, 2, 3, 4)
@@ -115,7 +115,7 @@ CLAIMS = (
           statement="T5's bias fails past the training length because the buckets of the "
                     "longer distances were never trained: clamping them to the last trained "
                     "bucket lowers the loss at 4L",
-          published="the book's explanation (chapter 10)", measure="lm-paired",
+          published="the book's explanation (chapter 10)", measure="lm-relative",
           options={"scheme": "t5-clamped", "reference": "t5", "factor": 4},
           expected="negative"),
     Claim(key="haviv-nope-alibi", source="haviv2022nopos",
@@ -175,7 +175,9 @@ def load_study(folder=None, *, seeds=STUDY_SEEDS, require_clean: bool = True) ->
     Returns:
         ``{"lm": ..., "matched": ..., "ablation": ..., "keras": ..., "tasks": {task: ...}}``,
         each a combined run (``{"meta": ..., "rows": [...]}``); ``"keras"`` and
-        ``"matched"`` are absent when their files are.
+        ``"matched"`` are absent when their files are. The tasks' test examples are drawn
+        from the seed, so their ``meta["data_sha256"]`` is ``{seed: hash}``; the language
+        model's runs share one corpus and one hash.
 
     Raises:
         ValueError: a run of the study is missing, partial, from a dirty commit, or of other
@@ -201,7 +203,7 @@ def load_study(folder=None, *, seeds=STUDY_SEEDS, require_clean: bool = True) ->
     for task in TASKS:
         study["tasks"][task] = load_seed_runs("length-generalization", folder=folder,
                                               tags=[f"{task}-{t}" for t in tags],
-                                              require_clean=require_clean)
+                                              require_clean=require_clean, same_data=False)
     return study
 
 
@@ -253,3 +255,28 @@ def verdicts(study: dict | None = None) -> dict:
     study = load_study() if study is None else study
     return {c.key: decide(c, study) for c in CLAIMS
             if c.options.get("runs", "lm") in study}
+
+
+#: The header of :func:`table_rows`' rows.
+TABLE_HEADER = ["claim", "published", "paper's effect", "lab's effect (95 % interval)",
+                "verdict"]
+
+
+def table_rows(keys, found: dict, *, percent: bool = True, digits: int = 1) -> list:
+    """Rows of a table of claims and verdicts (header :data:`TABLE_HEADER`), one per key.
+
+    Args:
+        keys: the claims' keys, in the table's order.
+        found: ``{key: Verdict}`` (:func:`verdicts`).
+        percent: show the effects as percentages (the unit-free measures; exact match
+            differences are fractions of answers, shown as percentage points). Default ``True``.
+        digits: decimals.
+    """
+    scale, unit = (100.0, "%") if percent else (1.0, "")
+    rows = []
+    for key in keys:
+        c, v = claim(key), found[key]
+        paper = "-" if c.paper_effect is None else f"{c.paper_effect * scale:+.{digits}f}{unit}"
+        rows.append([c.statement, c.published, paper, v.interval.format(digits, scale, unit),
+                     v.label])
+    return rows
