@@ -204,6 +204,29 @@ def test_hybrid_scale_reads_the_trained_weight_in_both_frameworks():
     assert hybrid_scale(keras_model) == 1.0
 
 
+def test_redrawn_position_table_is_the_same_in_both_frameworks():
+    from posenc.experiments.controls import MATCHED_STD, redraw_position_table
+    from posenc.experiments.runners import KerasRunner, TorchRunner
+
+    model = TorchRunner().make_model("learned", 19, dim=16, depth=1, heads=2, max_len=64, seed=0)
+    redraw_position_table(model, MATCHED_STD, seed=3)
+    table = model.position_encoding.table.detach().numpy()
+    assert table.std() == pytest.approx(MATCHED_STD, rel=0.05)
+    keras_model = KerasRunner().make_model("learned", 19, dim=16, depth=1, heads=2, max_len=64,
+                                           seed=0)
+    redraw_position_table(keras_model, MATCHED_STD, seed=3)
+    import keras
+
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(keras_model.position_encoding.table),
+                               table, rtol=1e-6)
+    with pytest.raises(ValueError, match="redraw_position_table: model has no learned"):
+        redraw_position_table(TorchRunner().make_model("rope", 19, dim=16, depth=1, heads=2),
+                              0.5, seed=0)
+    with pytest.raises(ValueError, match="table_init_std redraws a learned table"):
+        main(["lm-extrapolation", "--quick", "--table-init-std", "matched", "--no-progress",
+              "--device", "cpu"])
+
+
 @pytest.mark.keras
 def test_clamping_t5_buckets_in_keras():
     import keras

@@ -11,7 +11,11 @@ untrained buckets were the cause.
 and an added encoding: the lab draws token embeddings with a standard deviation of 0.02, while
 the unit-amplitude sinusoid has an RMS of ``1/sqrt(2)`` (35 times louder), so at the start a
 pre-norm model sees mostly the positions. Redrawn with :data:`MATCHED_STD`, the characters
-start as loud as the sinusoid.
+start as loud as the sinusoid. That leaves a learned position table (also drawn with 0.02)
+35 times quieter than the characters, the confound reversed for it:
+:func:`redraw_position_table` draws the table with the same standard deviation, so that in the
+comparison of a learned table with the sinusoid both codes and the characters start equally
+loud.
 
 :func:`hybrid_scale` reads the trained scale of a hybrid encoding (``scale * sinusoid +
 learned offset``), which says how loud training made the fixed part.
@@ -26,7 +30,7 @@ import numpy as np
 from posenc._checks import _error, check_positive_int
 
 __all__ = ["t5_bias_layers", "trained_t5_bucket", "clamp_t5_buckets", "MATCHED_STD",
-           "redraw_token_embedding", "hybrid_scale"]
+           "redraw_token_embedding", "redraw_position_table", "hybrid_scale"]
 
 #: The RMS of a unit-amplitude sinusoidal encoding, ``1/sqrt(2)``: token embeddings drawn with
 #: this standard deviation are as loud as it.
@@ -117,6 +121,36 @@ def redraw_token_embedding(model, std: float, seed: int) -> None:
     seed = check_int("seed", seed, minimum=0, what="redraw_token_embedding")
     weight = model.token_embedding
     table = np.random.default_rng(seed).normal(0.0, std, size=tuple(weight.shape))
+    if not _is_keras(model):                                # PyTorch
+        import torch
+
+        with torch.no_grad():
+            weight.copy_(torch.from_numpy(table).to(weight.dtype))
+    else:
+        weight.assign(table.astype("float32"))
+
+
+def redraw_position_table(model, std: float, seed: int) -> None:
+    """Draw the learned position table of ``model`` (``position="learned"``) again from
+    ``N(0, std**2)`` (NumPy, from ``seed + 1``, a stream apart from
+    :func:`redraw_token_embedding`'s, and the same in both frameworks), in place.
+
+    Args:
+        model: a lab Transformer with a learned table (PyTorch or Keras).
+        std: the standard deviation, above 0 (:data:`MATCHED_STD`: as loud as the sinusoid).
+        seed: a non-negative int.
+    """
+    from posenc._checks import check_float, check_int
+
+    std = check_float("std", std, above=0.0, what="redraw_position_table")
+    seed = check_int("seed", seed, minimum=0, what="redraw_position_table")
+    encoding = model.position_encoding
+    if encoding is None or not hasattr(encoding, "table"):
+        raise _error("redraw_position_table", f"model has no learned position table (position="
+                     f"{getattr(model, 'position', None)!r})",
+                     "pass a Transformer built with position='learned'")
+    weight = encoding.table
+    table = np.random.default_rng(seed + 1).normal(0.0, std, size=tuple(weight.shape))
     if not _is_keras(model):                                # PyTorch
         import torch
 

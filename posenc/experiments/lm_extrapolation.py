@@ -24,7 +24,10 @@ past the longest trained distance (``train_len - 1``) set to its bias
 (:func:`posenc.experiments.controls.clamp_t5_buckets`; rows of scheme ``"t5-clamped"``), the
 control of the untrained-buckets explanation. ``--token-init-std matched`` draws the token
 embeddings as loud as the sinusoid (:func:`posenc.experiments.controls.redraw_token_embedding`),
-the control of the amplitude confound between learned and sinusoidal encodings.
+the control of the amplitude confound between learned and sinusoidal encodings;
+``--table-init-std matched`` (with ``--schemes learned``) draws the learned table as loud too
+(:func:`posenc.experiments.controls.redraw_position_table`), so that both codes and the
+characters start equally loud.
 ``--loss-history`` keeps every training step's loss (``meta["training"][i]["losses"]``).
 ``--data-sha256 HEX`` refuses a corpus of another hash; every run records its
 own (``meta["data_sha256"]``, :func:`posenc.experiments.data.data_sha256`).
@@ -65,6 +68,9 @@ def add_lm_arguments(group) -> None:
                        help="redraw the token embeddings with this standard deviation "
                             "('matched': 1/sqrt(2), as loud as the sinusoid; the lab's own is "
                             "0.02)")
+    group.add_argument("--table-init-std", default=None,
+                       help="redraw a learned position table with this standard deviation "
+                            "('matched': 1/sqrt(2), as loud as the sinusoid)")
     group.add_argument("--loss-history", action="store_true",
                        help="record every training step's loss in meta['training']")
     group.add_argument("--data-sha256", default=None,
@@ -95,15 +101,20 @@ def settings(args, quick=QUICK, default=DEFAULT, schemes=SCHEMES) -> dict:
         chosen["t5_clamp"] = True
     if getattr(args, "loss_history", False):
         chosen["loss_history"] = True
-    std = getattr(args, "token_init_std", None)
-    if std is not None:
+    for option in ("token_init_std", "table_init_std"):
+        std = getattr(args, option, None)
+        if std is None:
+            continue
         from posenc.experiments.controls import MATCHED_STD
 
         try:
-            chosen["token_init_std"] = MATCHED_STD if std == "matched" else float(std)
+            chosen[option] = MATCHED_STD if std == "matched" else float(std)
         except ValueError:
-            raise ValueError(f"{NAME}: token_init_std must be a number or 'matched', got "
-                             f"token_init_std={std!r}; pass e.g. 0.7 or matched.") from None
+            raise ValueError(f"{NAME}: {option} must be a number or 'matched', got "
+                             f"{option}={std!r}; pass e.g. 0.7 or matched.") from None
+    if chosen.get("table_init_std") and set(chosen["schemes"]) != {"learned"}:
+        raise ValueError(f"{NAME}: table_init_std redraws a learned table, got schemes="
+                         f"{chosen['schemes']}; pass --schemes learned with it.")
     return chosen
 
 
@@ -142,6 +153,10 @@ def train_lm(scheme, seed, s, ctx, train_ids, vocab_size, max_len):
         from posenc.experiments.controls import redraw_token_embedding
 
         redraw_token_embedding(model, s["token_init_std"], seed)
+    if s.get("table_init_std"):
+        from posenc.experiments.controls import redraw_position_table
+
+        redraw_position_table(model, s["table_init_std"], seed)
 
     def batch_fn(step):
         return data.lm_batch(train_ids, s["batch_size"], s["train_len"],
