@@ -340,6 +340,32 @@ def test_torch_runs_on_scaled_dot_product_attention(monkeypatch):
     assert calls == []
 
 
+def test_torch_bias_route_hands_sdpa_one_float_tensor_on_the_cpu_flash_kernel(monkeypatch):
+    """What chapter 9 states about the fused call: without a bias the causal layer passes
+    ``is_causal=True`` and no tensor; with one, a float32 ``(1, heads, n, n)`` ``attn_mask``
+    (bias and causal mask merged). On the CPU, SDPA restricted to its flash kernel runs both
+    (on a CUDA GPU that kernel refuses any ``attn_mask``)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    seen = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        mask = kwargs.get("attn_mask")
+        seen.append((kwargs.get("is_causal", False),
+                     None if mask is None else (tuple(mask.shape), mask.dtype)))
+        return sdpa(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    biased = (False, ((1, SMALL["heads"], SEQ, SEQ), torch.float32))
+    for position, call in (("none", (True, None)), ("rope", (True, None)), ("alibi", biased),
+                           ("t5", biased)):
+        seen.clear()
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            run("torch", model("torch", position), tokens())
+        assert seen == [call] * SMALL["depth"], position
+
+
 @pytest.mark.parametrize("face", ["torch", pytest.param("keras", marks=pytest.mark.keras)])
 def test_position_weights(face):
     counts = {"none": 0, "sinusoidal": 0, "rope": 0, "alibi": 0, "learned": 1, "hybrid": 2,

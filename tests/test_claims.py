@@ -58,10 +58,11 @@ def _study():
     lm = _lm_run({"sinusoidal": (1.0, 1.5, 2.0), "learned": (0.9, 1.4, 1.9),
                   "rope": (0.8, 0.85, 1.2), "t5": (0.85, 0.84, 0.9), "t5-clamped": (0.85, 0.84, 0.8),
                   "alibi": (0.85, 0.83, 0.82), "none": (0.95, 0.96, 0.97)})
-    matched = _lm_run({"sinusoidal": (0.9, 1.4, 1.9), "learned": (0.9, 1.3, 1.8)})
+    matched = _lm_run({"sinusoidal": (0.9, 1.4, 1.9), "learned": (0.8, 1.3, 1.8)})
+    table = _lm_run({"learned": (0.9, 1.3, 1.8)})
     tasks = {t: _task_run(t, {"none": 0.5, "rope": 0.1, "sinusoidal": 0.0, "t5": 0.4,
                               "alibi": 0.3}, {"t5": t != "sort"}) for t in TASKS}
-    return {"lm": lm, "matched": matched, "tasks": tasks}
+    return {"lm": lm, "matched": matched, "matched-table": table, "tasks": tasks}
 
 
 def test_each_claim_is_decided_by_the_rule():
@@ -76,7 +77,7 @@ def test_each_claim_is_decided_by_the_rule():
     assert got["t5-clamp-4L"].interval.mean == pytest.approx(0.8 / 0.9 - 1, abs=1e-3)
     assert got["haviv-nope-alibi"].word == "agree"
     assert got["vaswani-equal"].word == "disagree"                     # 11 % apart
-    assert got["vaswani-equal-matched"].label == "agree"               # equal to the wobble
+    assert got["vaswani-equal-matched"].label == "agree"    # the table run's learned: equal
     assert got["kazemnejad-none-rope-copy"].word == "agree"
     assert got["kazemnejad-none-rope-copy"].interval.mean == pytest.approx(0.4)
     assert got["kazemnejad-t5-rope-sort"].label == "inconclusive (not learned)"
@@ -85,7 +86,7 @@ def test_each_claim_is_decided_by_the_rule():
 
 def test_verdicts_leave_out_claims_whose_runs_are_absent():
     study = _study()
-    del study["matched"]
+    del study["matched-table"]
     got = claims.verdicts(study)
     assert "vaswani-equal-matched" not in got and "vaswani-equal" in got
 
@@ -93,7 +94,7 @@ def test_verdicts_leave_out_claims_whose_runs_are_absent():
 def test_the_committed_study_holds_five_clean_seeds_with_their_hashes():
     study = load_study()            # refuses dirty commits, partial runs, mixed settings
     runs = [study["lm"], study["ablation"], *study["tasks"].values()]
-    runs += [study[k] for k in ("matched", "keras") if k in study]
+    runs += [study[k] for k in ("matched", "matched-table", "keras")]
     for run in runs:
         assert run["meta"]["seeds"] == list(STUDY_SEEDS)
         digest = run["meta"]["data_sha256"]
