@@ -82,6 +82,13 @@ def test_each_claim_is_decided_by_the_rule():
     assert got["kazemnejad-none-rope-copy"].interval.mean == pytest.approx(0.4)
     assert got["kazemnejad-t5-rope-sort"].label == "inconclusive (not learned)"
     assert got["kazemnejad-t5-rope-copy"].word == "agree"
+    assert got["kazemnejad-t5-alibi-copy"].word == "agree"                 # 0.4 against 0.3
+    ratio = claims.size_ratio(claims.claim("press-sinusoidal-2L"), got["press-sinusoidal-2L"])
+    assert ratio == pytest.approx(got["press-sinusoidal-2L"].interval.mean
+                                  / claims.claim("press-sinusoidal-2L").paper_effect)
+    assert claims.size_ratio(claims.claim("t5-clamp-4L"), got["t5-clamp-4L"]) is None
+    row = claims.table_rows(["press-sinusoidal-2L"], got)[0]
+    assert len(row) == len(claims.TABLE_HEADER) and row[4] == "agree"
 
 
 def test_verdicts_leave_out_claims_whose_runs_are_absent():
@@ -107,3 +114,10 @@ def test_the_committed_study_holds_five_clean_seeds_with_their_hashes():
     assert set(got) == {c.key for c in CLAIMS}
     assert all(v.word in ("agree", "disagree", "inconclusive") for v in got.values())
     assert all(v.interval.n == len(STUDY_SEEDS) for v in got.values())
+
+
+def test_docstring_examples():
+    import doctest
+
+    result = doctest.testmod(claims, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0

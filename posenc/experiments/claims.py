@@ -21,6 +21,10 @@ The measures (every one per seed, then a 95 % Student-t interval over the seeds)
 * ``"lg-beyond"``: the paired difference of two schemes' exact match past the training length
   on one task, decided only where every seed of both schemes learned the task in
   distribution (otherwise "inconclusive (not learned)").
+
+A verdict judges the *direction* of an effect. Where a paper's claim is also about its size
+("slightly worse"), :func:`size_ratio` sets the lab's effect beside the paper's, and a chapter
+says when the two are far apart.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from dataclasses import dataclass, field
 from posenc._checks import _error
 
 __all__ = ["STUDY_SEEDS", "TASKS", "Claim", "CLAIMS", "claim", "load_study", "decide",
-           "verdicts", "paper_change", "table_rows", "TABLE_HEADER"]
+           "verdicts", "paper_change", "size_ratio", "table_rows", "TABLE_HEADER"]
 
 #: The seeds of the committed study (one result file per seed, ``--tag seedN``).
 STUDY_SEEDS = (0, 1, 2, 3, 4)
@@ -47,7 +51,7 @@ def paper_change(short: float, long: float) -> float:
 
     Example:
         >>> round(paper_change(20.05, 43.54), 4)      # Press et al., sinusoidal, 512 -> 1012
-        0.2591
+        0.2586
     """
     return math.log(long) / math.log(short) - 1.0
 
@@ -155,7 +159,8 @@ CLAIMS = (
           ("none", "rope", "no encoding", "RoPE"),
           ("none", "sinusoidal", "no encoding", "the sinusoid"),
           ("t5", "rope", "T5's bias", "RoPE"),
-          ("none", "alibi", "no encoding", "ALiBi"))
+          ("none", "alibi", "no encoding", "ALiBi"),
+          ("t5", "alibi", "T5's bias", "ALiBi"))
       for published in [_KAZEMNEJAD_COPY if task == "copy" else _KAZEMNEJAD]),
 )
 
@@ -271,7 +276,23 @@ def verdicts(study: dict | None = None) -> dict:
 
 #: The header of :func:`table_rows`' rows.
 TABLE_HEADER = ["claim", "published", "paper's effect", "lab's effect (95 % interval)",
-                "verdict"]
+                "verdict (direction)", "lab / paper"]
+
+
+def size_ratio(c: Claim, v) -> float | None:
+    """The lab's effect over the paper's (both in the claim's unit-free measure), or ``None``
+    where the paper's effect is not computed or is zero. The verdict judges the direction
+    only; this says whether the sizes are alike (about 1), or the lab's far larger or smaller.
+
+    Example:
+        >>> from posenc.experiments.stats import Interval, verdict
+        >>> c = claim("haviv-nope-alibi")
+        >>> round(size_ratio(c, verdict(Interval(0.1, 0.08, 0.12, 5), "positive")), 1)
+        4.8
+    """
+    if not c.paper_effect:
+        return None
+    return float(v.interval.mean / c.paper_effect)
 
 
 def table_rows(keys, found: dict, *, percent: bool = True, digits: int = 1) -> list:
@@ -289,6 +310,7 @@ def table_rows(keys, found: dict, *, percent: bool = True, digits: int = 1) -> l
     for key in keys:
         c, v = claim(key), found[key]
         paper = "-" if c.paper_effect is None else f"{c.paper_effect * scale:+.{digits}f}{unit}"
+        ratio = size_ratio(c, v)
         rows.append([c.statement, c.published, paper, v.interval.format(digits, scale, unit),
-                     v.label])
+                     v.label, "-" if ratio is None else f"{ratio:.1f}"])
     return rows
