@@ -178,13 +178,14 @@ def load_study(folder=None, *, seeds=STUDY_SEEDS, require_clean: bool = True) ->
     """The study's runs, each read with :func:`~posenc.experiments.analysis.load_seed_runs`.
 
     Returns:
-        ``{"lm": ..., "matched": ..., "matched-table": ..., "ablation": ..., "keras": ...,
-        "tasks": {task: ...}}``, each a combined run (``{"meta": ..., "rows": [...]}``):
-        ``"matched"`` the sinusoid and the learned table with the characters drawn as loud as
-        the sinusoid, ``"matched-table"`` the learned table drawn as loud too; those two and
-        ``"keras"`` are absent when their files are. The tasks' test examples are drawn
-        from the seed, so their ``meta["data_sha256"]`` is ``{seed: hash}``; the language
-        model's runs share one corpus and one hash.
+        A dict of combined runs (each ``{"meta": ..., "rows": [...]}``): ``"lm"`` (the
+        language model), ``"matched"`` (the sinusoid and the learned table with the characters
+        drawn as loud as the sinusoid), ``"matched-table"`` (the learned table drawn as loud
+        too), ``"keras"`` (the Keras runs), ``"ablation"``, and ``"tasks"``, a dict from each
+        task to its run. ``"matched"``, ``"matched-table"`` and ``"keras"`` are absent when
+        their files are. The tasks' test examples are drawn from the seed, so their
+        ``meta["data_sha256"]`` maps each seed to its hash; the language model's runs share
+        one corpus and one hash.
 
     Raises:
         ValueError: a run of the study is missing, partial, from a dirty commit, or of other
