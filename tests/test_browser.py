@@ -110,6 +110,7 @@ class Visit:
     def __init__(self, browser, url: str):
         self.context = browser.new_context(viewport={"width": 1280, "height": 900}, service_workers="block")
         self.page = self.context.new_page()
+        self.page.set_default_timeout(120_000)   # the API page is over a megabyte of MathJax and code
         self.errors: list[str] = []
         self.external: list[str] = []
         self.failed: list[str] = []
