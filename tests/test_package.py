@@ -177,8 +177,35 @@ def test_package_docstring_names_every_module_and_only_real_ones():
     import re
 
     named = set(re.findall(r":mod:`posenc\.(\w+)`", posenc.__doc__))
-    faces = {p.stem for p in pathlib.Path(posenc.__file__).parent.joinpath("torch").glob("*.py")
-             if not p.stem.startswith("_") and p.stem != "scratch"}
+    root = pathlib.Path(posenc.__file__).parent
+    torch_side, keras_side = ({p.stem for p in root.joinpath(face).glob("*.py")
+                               if not p.stem.startswith("_") and p.stem != "scratch"}
+                              for face in ("torch", "keras"))
+    faces = torch_side & keras_side
     assert faces | {"theory", "interop", "plotting", "experiments"} <= named
+    # a module of one face only (FlexAttention's route is PyTorch's) is named with its face
+    one_face = {f"torch.{s}" for s in torch_side - keras_side} | {
+        f"keras.{s}" for s in keras_side - torch_side}
+    assert one_face == {"torch.flex"}
+    assert one_face <= set(re.findall(r":mod:`posenc\.((?:torch|keras)\.\w+)`", posenc.__doc__))
+    for name in one_face:
+        importlib.import_module(f"posenc.{name}")
     for name in named:
         importlib.import_module(f"posenc.{name}")
+
+
+def test_every_public_keras_layer_is_registered_under_its_own_name():
+    """A model that holds any layer of the Keras face must load again: each public Layer (and
+    Model) class is registered as ``posenc>Name``. A decorator that slips onto a helper above
+    the class would leave the class unregistered (loading then fails with "Could not locate")."""
+    keras = pytest.importorskip("keras")
+    import posenc.keras as face
+
+    classes = [getattr(face, name) for name in face.__all__
+               if isinstance(getattr(face, name), type)
+               and issubclass(getattr(face, name), keras.layers.Layer)]
+    assert len(classes) > 20
+    unregistered = [cls.__name__ for cls in classes
+                    if keras.saving.get_registered_name(cls) != f"posenc>{cls.__name__}"
+                    or keras.saving.get_registered_object(f"posenc>{cls.__name__}") is not cls]
+    assert not unregistered, f"not registered under posenc>Name: {unregistered}"
