@@ -5,10 +5,14 @@ cross-framework contract, "Where a scheme enters attention"):
 
 * ``"embedding"``: an encoding added to the token embeddings (``sinusoidal``,
   ``learned``, ``hybrid``);
-* ``"rotary"``: the queries and keys rotated by their positions (``rope``);
+* ``"rotary"``: the queries and keys rotated by their positions (``rope``, ``xpos``);
 * ``"bias"``: a ``(1, heads, q_len, k_len)`` bias added to the logits
-  (``alibi``, ``t5``, ``swin``);
+  (``alibi``, ``t5``, ``swin``, ``kerple_log``, ``kerple_power``, ``sandwich``, ``fire``,
+  ``dynamic``);
 * ``"relative"``: Shaw et al.'s relative keys and values (``shaw``);
+* ``"content"``: a ``(batch, heads, q_len, k_len)`` term computed inside the attention from
+  the layer input (``fox``, the Forgetting Transformer's forget gate bias) or from the
+  queries and keys (``cope``), added to the logits before the mask (causal only);
 
 and ``"none"`` adds nothing (NoPE). :data:`POSITIONS` maps each scheme's
 name to a :class:`Scheme` (its route, the options it reads and their
@@ -41,6 +45,7 @@ from posenc._checks import (
     check_rate,
 )
 from posenc.bias import check_t5_buckets
+from posenc.distance_bias import check_sandwich_dim
 from posenc.positions import relative_positions
 from posenc.rotary import ROPE_LAYOUTS, check_head_dim, rope_config
 from posenc.shaw import check_heads, check_max_distance
@@ -50,7 +55,7 @@ __all__ = ["Settings", "Scheme", "POSITIONS", "ROUTES", "OPTION_NAMES", "ROUTE_L
            "route_layer", "future_keys", "Cache", "LayerCache"]
 
 #: The routes by which a scheme enters attention.
-ROUTES = ("none", "embedding", "rotary", "bias", "relative")
+ROUTES = ("none", "embedding", "rotary", "bias", "relative", "content")
 
 #: Every scheme option the constructors take (``None`` there means "the scheme's default").
 OPTION_NAMES = ("base", "rope_scaling", "rope_layout", "max_distance", "num_buckets", "grid")
@@ -72,6 +77,8 @@ class Settings:
             (``rope_scaling`` normalised by :func:`posenc.rotary.rope_config`); not to be
             changed.
         vocab_size, depth, mlp_dim: a ``Transformer``'s (``None`` for one attention layer).
+        layer: the block's :class:`posenc.stacks.LayerRule` (window, chunks, QK norm,
+            temperature) in a stack whose layers differ, else ``None``.
     """
 
     dim: int
@@ -84,6 +91,7 @@ class Settings:
     vocab_size: int | None = None
     depth: int | None = None
     mlp_dim: int | None = None
+    layer: object = None
 
     @property
     def route(self) -> str:
@@ -131,6 +139,29 @@ def _rope_rules(s: Settings, what: str) -> dict:
     if scaling is not None:
         scaling = rope_config(scaling, base=base, what=what, arg="rope_scaling")
     return {"base": base, "rope_scaling": scaling, "rope_layout": layout}
+
+
+def _xpos_rules(s: Settings, what: str) -> dict:
+    """xPos: RoPE's base, and an even ``dim // heads``."""
+    check_head_dim(s.head_dim, name="dim // heads", what=what)
+    return {"base": check_base(s.options["base"], what=what)}
+
+
+def _sandwich_rules(s: Settings, what: str) -> dict:
+    """Sandwich's sinusoids are ``dim // heads`` wide: an even width."""
+    check_sandwich_dim(s.head_dim, name="dim // heads", what=what)
+    return {}
+
+
+def _content_rules(s: Settings, what: str) -> dict:
+    """FoX and CoPE are causal: each token's gate (FoX) or count (CoPE) runs over the keys
+    before it."""
+    if not s.causal:
+        raise _error(what, f"position={s.position!r} is a causal scheme (its gates run over the "
+                           f"keys at or before each query), got causal=False",
+                     "pass causal=True, or pick a scheme an encoder may use (e.g. 'alibi', "
+                     "'t5', 'rope')")
+    return {}
 
 
 def _swin_seq(options: dict, seq, what: str) -> None:
@@ -182,6 +213,17 @@ POSITIONS = {
                    check_seq=_swin_seq),
     "rope": Scheme("rotary", {"base": 10000.0, "rope_scaling": None, "rope_layout": "half"},
                    paper="Su et al. 2021", check=_rope_rules),
+    # The length-extrapolation family (posenc/distance_bias.py).
+    "xpos": Scheme("rotary", {"base": 10000.0}, paper="Sun et al. 2023", check=_xpos_rules),
+    "kerple_log": Scheme("bias", paper="Chi et al. 2022 (Kerple, log kernel)"),
+    "kerple_power": Scheme("bias", paper="Chi et al. 2022 (Kerple, power kernel)"),
+    "sandwich": Scheme("bias", paper="Chi et al. 2023 (Sandwich)", check=_sandwich_rules),
+    "fire": Scheme("bias", paper="Li et al. 2024"),
+    "dynamic": Scheme("bias", paper="x-transformers' dynamic position bias"),
+    # The content-dependent family (posenc/content.py), causal only.
+    "fox": Scheme("content", paper="Lin et al. 2025 (Forgetting Transformer)",
+                  check=_content_rules),
+    "cope": Scheme("content", paper="Golovneva et al. 2024 (CoPE)", check=_content_rules),
 }
 assert all(s.route in ROUTES for s in POSITIONS.values())
 assert all(set(s.options) <= set(OPTION_NAMES) for s in POSITIONS.values())
@@ -268,12 +310,21 @@ class LayerCache:
     ``keys`` and ``values`` start as ``None``; the layer appends each chunk's
     keys and values (:meth:`append`, with the face's ``concatenate``), so the
     cache grows in place. ``length`` is the number of cached positions: the
-    offset of the next chunk.
+    offset of the next chunk. In a padded batch (``attention_mask``) the layer also keeps
+    ``key_mask``, ``(batch, length)`` booleans (``False``: a padding key, masked at every
+    later step), and ``positions``, ``(batch, length)``, each cached key's position (the
+    next position of a row is its number of real keys); both stay ``None`` otherwise
+    (all keys real, at ``0 .. length - 1``). A FoX layer (the ``"content"`` route) also keeps
+    ``log_forget``, ``(batch, heads, length)``: the cumulative log-forget of the cached
+    positions, from which each new query's decay to every cached key is exact.
     """
 
     def __init__(self):
         self.keys = None
         self.values = None
+        self.key_mask = None
+        self.positions = None
+        self.log_forget = None
 
     @property
     def length(self) -> int:
@@ -382,20 +433,36 @@ def _bias_layer(s: Settings):
                    {"bidirectional": not s.causal, "num_buckets": options.get("num_buckets"),
                     "max_distance": options.get("max_distance")}),
             "swin": ("SwinRelativeBias", (s.heads, options.get("grid")), {}),
+            "kerple_log": ("KerpleBias", (s.heads,), {"kernel": "log"}),
+            "kerple_power": ("KerpleBias", (s.heads,), {"kernel": "power"}),
+            "sandwich": ("SandwichBias", (s.heads, s.head_dim), {}),
+            "fire": ("FireBias", (s.heads,), {}),
+            "dynamic": ("DynamicPositionBias", (s.heads,), {"hidden_dim": max(s.dim // 4, 1)}),
             }[s.position]
 
 
 def _rotary_layer(s: Settings):
     options = s.options
+    if s.position == "xpos":    # one centre for every call, so cached decoding works
+        return ("XPosEmbedding", (s.head_dim,), {"base": options["base"],
+                                                 "center": s.max_len // 2})
     return ("RotaryEmbedding", (s.head_dim,),
             {"base": options["base"], "scaling": options["rope_scaling"],
              "layout": options["rope_layout"], "max_len": s.max_len})
 
 
+def _content_layer(s: Settings):
+    """FoX's gates read the layer input (``dim`` wide); CoPE counts up to ``max_len``."""
+    if s.position == "fox":
+        return ("ForgetGateBias", (s.heads, s.dim), {})
+    return ("CoPE", (s.heads, s.head_dim, s.max_len), {})
+
+
 #: route -> the face class (by name) that carries the scheme, and its arguments, from the
 #: :class:`Settings`. The embedding route's layer belongs to the Transformer, the others to
 #: each MultiHeadAttention; "relative" owns plain tables (the faces' ``RelativeTables``).
-ROUTE_LAYERS = {"embedding": _embedding_layer, "bias": _bias_layer, "rotary": _rotary_layer}
+ROUTE_LAYERS = {"embedding": _embedding_layer, "bias": _bias_layer, "rotary": _rotary_layer,
+                "content": _content_layer}
 
 
 def route_layer(s: Settings, route: str, classes: dict, **layer_kwargs):

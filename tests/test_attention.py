@@ -71,9 +71,14 @@ def test_registry_routes():
     routes = {name: s.route for name, s in POSITIONS.items()}
     assert routes == {"none": "none", "sinusoidal": "embedding", "learned": "embedding",
                       "hybrid": "embedding", "shaw": "relative", "t5": "bias", "alibi": "bias",
-                      "swin": "bias", "rope": "rotary"}
+                      "swin": "bias", "rope": "rotary",
+                      "xpos": "rotary", "kerple_log": "bias", "kerple_power": "bias",
+                      "sandwich": "bias", "fire": "bias", "dynamic": "bias",
+                      "fox": "content", "cope": "content"}
     assert tuple(POSITIONS) == ("none", "sinusoidal", "learned", "hybrid", "shaw", "t5",
-                                "alibi", "swin", "rope")
+                                "alibi", "swin", "rope",
+                                "xpos", "kerple_log", "kerple_power", "sandwich", "fire",
+                                "dynamic", "fox", "cope")
 
 
 def test_scheme_options_defaults_and_given():
@@ -263,7 +268,9 @@ def decoding_gap(face: str, position: str, new_cache=None) -> float:
 
 # The schemes whose cached decoding does not read the cache's count: no positions, or a
 # relative bias built from the query and key lengths alone (tests/test_bugs.py checks it).
-OFFSET_BLIND = ("none", "shaw", "t5", "alibi")
+OFFSET_BLIND = ("none", "shaw", "t5", "alibi",
+                "kerple_log", "kerple_power", "sandwich", "fire", "dynamic",
+                "fox", "cope")   # (the content schemes read no position)
 
 
 @pytest.mark.parametrize("face", ["torch", pytest.param("keras", marks=pytest.mark.keras)])
@@ -369,7 +376,9 @@ def test_torch_bias_route_hands_sdpa_one_float_tensor_on_the_cpu_flash_kernel(mo
 @pytest.mark.parametrize("face", ["torch", pytest.param("keras", marks=pytest.mark.keras)])
 def test_position_weights(face):
     counts = {"none": 0, "sinusoidal": 0, "rope": 0, "alibi": 0, "learned": 1, "hybrid": 2,
-              "t5": 2, "swin": 2, "shaw": 4}
+              "t5": 2, "swin": 2, "shaw": 4,
+              "xpos": 0, "sandwich": 0, "kerple_log": 4, "kerple_power": 4, "fire": 10,
+              "dynamic": 10}
     for position, count in counts.items():
         m = model(face, position)
         weights = m.position_weights()

@@ -25,10 +25,12 @@ import pytest
 import torch
 
 import posenc.keras as pk
+import posenc.keras.batches as kbat
 import posenc.keras.bugs as kb
 import posenc.keras.diagnostics as kd
 import posenc.keras.tasks as kt
 import posenc.torch as pt
+import posenc.torch.batches as tbat
 import posenc.torch.bugs as tb
 import posenc.torch.diagnostics as td
 import posenc.torch.tasks as tt
@@ -36,7 +38,8 @@ import posenc.torch.tasks as tt
 FACES = {"torch": pt, "keras": pk}
 # The face modules that are not re-exported by the faces' ``__init__``: imported as
 # ``posenc.torch.tasks`` / ``posenc.keras.tasks``, under the same rules.
-SUBMODULES = {"diagnostics": (td, kd), "tasks": (tt, kt), "bugs": (tb, kb)}
+SUBMODULES = {"diagnostics": (td, kd), "tasks": (tt, kt), "bugs": (tb, kb),
+              "batches": (tbat, kbat)}
 REQUIRED = inspect.Parameter.empty
 POS = "positional"      # positional-or-keyword
 KW = "keyword-only"
@@ -117,7 +120,14 @@ CONTRACT = {
                            kw("max_len", 512), kw("dropout", 0.0), *SCHEME_OPTIONS],
     "Transformer": [p("vocab_size"), kw("dim", 64), kw("depth", 2), kw("heads", 4),
                     kw("mlp_dim", None), kw("causal", True), kw("position", "rope"),
-                    kw("max_len", 512), kw("dropout", 0.0), *SCHEME_OPTIONS],
+                    kw("max_len", 512), kw("dropout", 0.0), *SCHEME_OPTIONS,
+                    kw("stack", None)],   # stack: this round's per-layer schemes
+    # Stacks whose layers differ: DeepSeek's multi-head latent attention (beyond the list).
+    "LatentAttention": [p("dim"), p("heads"), kw("kv_lora_rank"), kw("qk_rope_head_dim"),
+                        kw("qk_nope_head_dim"), kw("v_head_dim", None), kw("q_lora_rank", None),
+                        kw("base", 10000.0), kw("rope_scaling", None),
+                        kw("rope_layout", "interleaved"), kw("causal", True), kw("max_len", 512),
+                        kw("norm_eps", 1e-6)],
     # Rotary position embedding.
     "rope_frequencies": [p("head_dim"), kw("base", 10000.0), kw("scaling", None),
                          kw("seq_len", None)],
@@ -131,16 +141,43 @@ CONTRACT = {
                       kw("layout", "half")],   # beyond the contract
     "RotaryEmbedding2D": [p("head_dim"), p("grid"), kw("base", 10000.0),
                           kw("layout", "half")],   # beyond the contract
+    # Multimodal RoPE (Qwen2-VL chunked, Qwen3-VL interleaved).
+    "apply_mrope": [p("x"), p("positions"), p("inv_freq"), kw("sections"),
+                    kw("arrangement", "chunked"), kw("layout", "half")],
+    # Vision RoPE (beyond the contract's list): axial 2D at any grid, and RoPE-Mixed.
+    "apply_vision_rope": [p("x"), p("grid"), kw("prefix_tokens", 0), kw("ref_grid", None),
+                          kw("base", 10000.0), kw("offset", 0.0), kw("axis_order", "hw"),
+                          kw("layout", "interleaved")],
+    "apply_mixed_rope": [p("x"), p("grid"), p("freqs"), kw("prefix_tokens", 0),
+                         kw("ref_grid", None), kw("offset", 0.0), kw("layout", "interleaved")],
+    "VisionRotaryEmbedding": [p("head_dim"), kw("grid", None), kw("ref_grid", None),
+                              kw("prefix_tokens", 0), kw("base", 10000.0), kw("offset", 0.0),
+                              kw("axis_order", "hw"), kw("layout", "interleaved")],
+    "MixedRotaryEmbedding": [p("head_dim"), p("num_heads"), kw("depth", 1), kw("grid", None),
+                             kw("ref_grid", None), kw("prefix_tokens", 0), kw("base", 10.0),
+                             kw("offset", 0.0), kw("rotate", True), kw("seed", None),
+                             kw("layout", "interleaved")],
+    # The length-extrapolation family (this round's schemes; names of our choosing).
+    "XPosEmbedding": [p("head_dim"), kw("base", 10000.0), kw("scale_base", 512.0),
+                      kw("gamma", 0.4), kw("layout", "interleaved"), kw("center", None)],
+    "KerpleBias": [p("num_heads"), kw("kernel", "log")],
+    "SandwichBias": [p("num_heads"), p("dim")],
+    "FireBias": [p("num_heads"), kw("hidden_dim", 32), kw("c", 0.1), kw("threshold", 512.0),
+                 kw("eps", 1e-6)],
+    "DynamicPositionBias": [p("num_heads"), kw("hidden_dim", 64), kw("depth", 2),
+                            kw("log_distance", False)],
+    "ContinuousPositionBias": [p("num_heads"), p("window_size"), kw("hidden_dim", 512),
+                               kw("pretrained_window", None)],
+    # Positions that depend on the content (names of our choosing).
+    "ForgetGateBias": [p("num_heads"), p("dim"), kw("bias_init", 0.0)],
+    "CoPE": [p("num_heads"), p("head_dim"), p("max_position"), kw("scale", 1.0)],
 }
 
 # The contract's names that no face exports yet, with the signatures it states (None: a
 # class whose constructor the contract leaves open). When a face exports one, move it
 # to CONTRACT.
 PLANNED = {
-    # Multimodal RoPE (Qwen2-VL / Qwen3-VL); the positions' builder has an open signature.
-    "apply_mrope": [p("x"), p("positions"), p("inv_freq"), kw("sections"),
-                    kw("arrangement", "chunked"), kw("layout", "half")],
-    "mrope_positions": None,
+    # Multimodal RoPE has landed: apply_mrope in CONTRACT, its positions in CONTRACT_MEMBERS.
 }
 
 # The contract's names that are not face exports: a framework-free function
@@ -149,9 +186,26 @@ PLANNED = {
 CONTRACT_MEMBERS = {
     # Hugging Face configs: the framework-free reader and the layer's constructor.
     "posenc.rotary.hf_rope": [p("config"), kw("layer_type", None)],
+    # Multimodal RoPE's positions (framework-free: NumPy in, NumPy out, for both faces).
+    "posenc.mrope.mrope_positions": [p("token_types"), kw("image_grid_thw", None),
+                                     kw("video_grid_thw", None), kw("spatial_merge_size", 1),
+                                     kw("tokens_per_second", None),
+                                     kw("second_per_grid_t", None), kw("attention_mask", None),
+                                     kw("text_start", "max")],
+    "posenc.mrope.mrope_decode_positions": [p("rope_deltas"), p("cache_position")],
     # ``**kwargs``: the layer's other constructor arguments (layout, max_len, ...)
     "RotaryEmbedding.from_hf_config": [p("config"), kw("layer_type", None),
                                        p("kwargs", REQUIRED, "VAR_KEYWORD")],
+}
+
+# The call arguments of the contract's models (``forward`` in PyTorch, ``call`` in Keras, which
+# adds ``training``): names and defaults in this order, the masks of padded and packed rows
+# first ("Additions of this round").
+CALLS = {
+    "Transformer": [("tokens", REQUIRED), ("attention_mask", None), ("document_ids", None),
+                    ("cache", None), ("return_hidden", False), ("return_attention", False)],
+    "MultiHeadAttention": [("x", REQUIRED), ("attention_mask", None), ("document_ids", None),
+                           ("cache", None), ("return_attention", False)],
 }
 
 # Backticked names in the contract's text that are not posenc's: a formula's clip, Keras
@@ -330,6 +384,10 @@ RENAMED = {
     ("Transformer", "position_weights"): "method",
     ("ALiBiBias", "slopes"): "tensor",
     ("SwinRelativeBias", "relative_position_index"): "tensor",
+    ("ContinuousPositionBias", "relative_position_index"): "tensor",
+    ("ContinuousPositionBias", "relative_coords_table"): "tensor",
+    ("XPosEmbedding", "zeta"): "tensor",
+    ("XPosEmbedding", "inv_freq"): "tensor",
     ("Transformer", "dropout"): "float",
     ("MultiHeadAttention", "dropout"): "float",
 }
@@ -344,7 +402,15 @@ INSTANCES = {
     "LaplacianEncoding": ((4, 8), {}), "ALiBiBias": ((2,), {}), "T5RelativeBias": ((2,), {}),
     "SwinRelativeBias": ((2, (3, 4)), {}), "ShawRelativeAttention": ((8, 2, 3), {}),
     "RotaryEmbedding": ((16,), {}), "RotaryEmbedding2D": ((16, (3, 4)), {}),
+    "VisionRotaryEmbedding": ((16,), {"grid": (3, 4)}),
+    "MixedRotaryEmbedding": ((16, 2), {"seed": 0}),
     "MultiHeadAttention": ((8, 2), {}), "Transformer": ((11,), {}),
+    "LatentAttention": ((16, 2), {"kv_lora_rank": 4, "qk_rope_head_dim": 4,
+                                  "qk_nope_head_dim": 4}),
+    "XPosEmbedding": ((16,), {}), "KerpleBias": ((2,), {}), "SandwichBias": ((2, 8), {}),
+    "FireBias": ((2,), {}), "DynamicPositionBias": ((2,), {"depth": 3}),
+    "ContinuousPositionBias": ((2, (3, 4)), {}),
+    "ForgetGateBias": ((2, 8), {}), "CoPE": ((2, 4, 8), {}),
 }
 
 
@@ -462,3 +528,11 @@ def test_renamed_members_have_one_name_and_kind(cls, member, want, face):
     else:
         assert hasattr(instance, member), f"{face}: {cls} has no {member}"
         assert kind(getattr(instance, member)) == want
+
+
+@pytest.mark.parametrize("face", FACES)
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_models_have_the_contract_call_arguments(name, face):
+    cls = getattr(FACES[face], name)
+    method = "forward" if face == "torch" else "call"
+    assert method_parameters(face, cls, method) == CALLS[name]

@@ -19,9 +19,16 @@ MODULES = [
     "posenc.keras.time", "posenc.keras.trees", "posenc.keras.modalities",
     "posenc.keras.graphs", "posenc.keras.bias", "posenc.keras.shaw", "posenc.keras.tasks",
     "posenc.rotary", "posenc.torch.rotary", "posenc.keras.rotary",
+    "posenc.mrope", "posenc.torch.mrope", "posenc.keras.mrope",
+    "posenc.vision", "posenc.torch.vision", "posenc.keras.vision",
     "posenc.attention", "posenc.torch.attention", "posenc.keras.attention",
     "posenc.diagnostics", "posenc.torch.diagnostics", "posenc.keras.diagnostics",
     "posenc.experiments.gradients", "posenc.interop",
+    "posenc.batches", "posenc.torch.batches", "posenc.keras.batches",
+    "posenc.stacks", "posenc.torch.stacks", "posenc.keras.stacks",
+    "posenc.distance_bias", "posenc.torch.distance_bias", "posenc.keras.distance_bias",
+    "posenc.content", "posenc.torch.content", "posenc.keras.content",
+    "posenc.torch.flex",
 ]
 
 

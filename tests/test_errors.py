@@ -702,7 +702,8 @@ def model_call(*args, toks=None, cache=False, **kwargs):
 ATTENTION = [
     row("MultiHeadAttention-position", make("MultiHeadAttention", 8, 2, position="nope"),
         "MultiHeadAttention: position must be one of 'none', 'sinusoidal', 'learned', 'hybrid', "
-        "'shaw', 't5', 'alibi', 'swin', 'rope', got position='nope'; see "
+        "'shaw', 't5', 'alibi', 'swin', 'rope', 'xpos', 'kerple_log', 'kerple_power', "
+        "'sandwich', 'fire', 'dynamic', 'fox', 'cope', got position='nope'; see "
         "posenc.attention.POSITIONS"),
     row("Transformer-position", make("Transformer", 10, position="RoPE"),
         "Transformer: position must be one of", "got position='RoPE'"),

@@ -121,6 +121,28 @@ CASES = [
     Case("t5_causal", "T5RelativeBias", (4,), {"bidirectional": False}, shape=(2, 4, 5, 40),
          bias=True),
     Case("swin", "SwinRelativeBias", (3, (3, 4)), shape=(2, 3, 12, 12), bias=True, empty=False),
+    # The length-extrapolation family (posenc/*/distance_bias.py).
+    Case("kerple_log", "KerpleBias", (4,), shape=(3, 4, 6, 20), bias=True),
+    Case("kerple_power", "KerpleBias", (4,), {"kernel": "power"}, shape=(2, 4, 12, 12),
+         bias=True),
+    Case("sandwich", "SandwichBias", (4, 16), shape=(3, 4, 5, 30), bias=True),
+    # hidden_dim=32: a hidden unit whose ReLU does not bend over the distances adds a constant
+    # per head, which the softmax ignores (its bias would get no gradient).
+    # threshold: the draws put its multiplier near 0.03, and L = |multiplier| * threshold must
+    # exceed the queries' positions for L to get a gradient.
+    Case("fire", "FireBias", (4,), {"threshold": 5000.0}, shape=(3, 4, 6, 20),
+         bias=True),
+    Case("dynamic_log", "DynamicPositionBias", (4,), {"hidden_dim": 8, "log_distance": True},
+         shape=(3, 4, 6, 20), bias=True),
+    Case("dynamic_depth_3", "DynamicPositionBias", (2,), {"hidden_dim": 4, "depth": 3},
+         shape=(2, 2, 9, 9), bias=True),
+    Case("continuous_swinv2", "ContinuousPositionBias", (3, (3, 4)),
+         {"hidden_dim": 16, "pretrained_window": (2, 3)}, shape=(2, 3, 12, 12), bias=True,
+         empty=False),
+    Case("xpos_interleaved", "XPosEmbedding", (16,), {"scale_base": 64.0},
+         shape=(3, 10, 16), positions=integers(256), rotary=True),
+    Case("xpos_half_centred", "XPosEmbedding", (8,), {"layout": "half", "center": 100},
+         shape=(2, 20, 8), positions=integers(200), rotary=True),
     # Relative attention: x -> an x-shaped output; the positions are the distances within x.
     # A small width: the weights are drawn at 0.5 N(0, 1), and wider projections give logits
     # so large that bfloat16 weights flip the softmax.
@@ -143,6 +165,20 @@ CASES = [
          parity=ATTENTION_PARITY),
     Case("mha_swin", "MultiHeadAttention", (8, 2), {"position": "swin", "grid": (2, 5)},
          shape=(3, 10, 8), parity=ATTENTION_PARITY, empty=False),
+    # Multi-head latent attention (DeepSeek): a low-rank query, a rotated slice under YaRN.
+    Case("latent_yarn_causal", "LatentAttention", (8, 2),
+         {"kv_lora_rank": 4, "q_lora_rank": 6, "qk_rope_head_dim": 4, "qk_nope_head_dim": 2,
+          "v_head_dim": 3, "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                                            "original_max_position_embeddings": 16,
+                                            "mscale": 1.0, "mscale_all_dim": 0.5}},
+         shape=(3, 10, 8), positions=integers(5000), parity=ATTENTION_PARITY),
+    # (fire is left out: its bias is the same in both precisions, but Keras' bfloat16
+    # attention on these random weights misses the bfloat16 tolerance by 0.06 on one entry;
+    # FireBias has its own row and the Transformer's tests run position="fire")
+    *[Case(f"mha_{position}_causal", "MultiHeadAttention", (8, 2),
+           {"position": position, "causal": True, "max_len": 16}, shape=(3, 10, 8),
+           parity=ATTENTION_PARITY)
+      for position in ("xpos", "kerple_log", "kerple_power", "sandwich", "dynamic")],
     # Rotary: x is q (and, features reversed, k) as (batch, seq, head_dim); the output is
     # q_rot + k_rot (harness.rotate_pair). A cache of 8 rows grows during the calls.
     Case("rotary_half_partial", "RotaryEmbedding", (16,), {"rotary_dim": 12, "max_len": 8},
@@ -164,11 +200,25 @@ CASES = [
          empty=False),
     Case("rotary_2d_interleaved", "RotaryEmbedding2D", (24, (4, 5)),
          {"base": 100.0, "layout": "interleaved"}, shape=(3, 20, 24), rotary=True, empty=False),
+    # Vision RoPE: a CLS token before a 3 x 4 grid rescaled onto a 2 x 2 reference grid; a
+    # 4 x 5 grid in torchtune's convention; RoPE-Mixed's learned frequencies (2 layers).
+    Case("vision_rope", "VisionRotaryEmbedding", (16,),
+         {"grid": (3, 4), "prefix_tokens": 1, "ref_grid": (2, 2)}, shape=(2, 13, 16),
+         rotary=True, empty=False),
+    Case("vision_rope_half", "VisionRotaryEmbedding", (24,),
+         {"grid": (4, 5), "layout": "half", "axis_order": "wh", "offset": 1.0, "base": 100.0},
+         shape=(3, 20, 24), rotary=True, empty=False),
+    Case("mixed_rope", "MixedRotaryEmbedding", (16, 1),
+         {"grid": (3, 4), "prefix_tokens": 1, "depth": 2, "seed": 0}, shape=(2, 13, 16),
+         rotary=True, empty=False),
 ]
 
 #: Classes whose call is not ``x -> x``-shaped: their generic checks are in their own test
 #: file (the Transformer reads token ids: tests/test_attention.py).
 NOT_IN_TABLE = {"Transformer"}
+# Positions that depend on the content read x (or q, k) and return logits (batch, heads, q, k):
+# tests/test_content.py holds their generic checks (parity, configs, state dicts, jit).
+NOT_IN_TABLE |= {"ForgetGateBias", "CoPE"}
 
 ROWS = [pytest.param(c, id=c.id) for c in CASES]
 WITH_PER_TOKEN = [pytest.param(c, id=c.id) for c in CASES if c.extras or c.positions]

@@ -36,9 +36,22 @@ faces ``posenc/torch/<family>.py`` and ``posenc/keras/<family>.py``.
   :class:`RotaryEmbedding` (called as ``rope(q, k, offset=0, positions=None)``),
   :func:`apply_rope_2d`, :class:`RotaryEmbedding2D` (frequencies and layouts in
   ``posenc/rotary.py``).
+* ``mrope.py``: :func:`apply_mrope`, multimodal RoPE (which pair reads which axis, and the
+  positions of text, images and video, ``mrope_positions``, in ``posenc/mrope.py``).
+* ``vision.py``: :func:`apply_vision_rope`, :class:`VisionRotaryEmbedding` (axial 2D RoPE
+  for any patch grid, prefix tokens, ``ref_grid`` rescaling), :func:`apply_mixed_rope`,
+  :class:`MixedRotaryEmbedding` (RoPE-Mixed's learned 2D frequencies; positions, angles and
+  the initialisation in ``posenc/vision.py``).
+* ``distance_bias.py``: :class:`XPosEmbedding` (RoPE with xPos's decay), :class:`KerpleBias`,
+  :class:`SandwichBias`, :class:`FireBias`, :class:`DynamicPositionBias`,
+  :class:`ContinuousPositionBias` (Swin V2): the length-extrapolation family (rules and
+  constants in ``posenc/distance_bias.py``).
 * ``attention.py``: :class:`MultiHeadAttention` and :class:`Transformer` with every
   positional scheme by name (``position=``; the registry ``posenc.attention.POSITIONS``,
   the option rules and the decoding cache in ``posenc/attention.py``).
+* ``stacks.py``: :class:`LatentAttention` (DeepSeek's multi-head latent attention with
+  decoupled RoPE); a ``Transformer(stack=...)``'s per-layer schemes, windows, chunks and
+  temperature, the presets and the rules are in ``posenc/stacks.py``.
 * ``tasks.py`` (import it as ``posenc.keras.tasks``; not re-exported here):
   ``LagModel``, ``lag_loss``, ``train_lag``, ``accuracy_by_position``: the small task the
   chapters train on (data and analysis helpers in ``posenc/tasks.py``).
@@ -65,8 +78,10 @@ from posenc.keras import bias as _bias
 from posenc.keras import graphs as _graphs
 from posenc.keras import learned as _learned
 from posenc.keras import modalities as _modalities
+from posenc.keras import mrope as _mrope
 from posenc.keras import regularization as _regularization
 from posenc.keras import rotary as _rotary
+from posenc.keras import vision as _vision
 from posenc.keras import shaw as _shaw
 from posenc.keras import sinusoidal as _sinusoidal
 from posenc.keras import time as _time
@@ -81,9 +96,27 @@ from posenc.keras.graphs import *  # noqa: F401,F403
 from posenc.keras.bias import *  # noqa: F401,F403
 from posenc.keras.shaw import *  # noqa: F401,F403
 from posenc.keras.rotary import *  # noqa: F401,F403
+from posenc.keras.mrope import *  # noqa: F401,F403
+from posenc.keras.vision import *  # noqa: F401,F403
 from posenc.keras.attention import *  # noqa: F401,F403
 
 __all__ = [*_sinusoidal.__all__, *_learned.__all__, *_regularization.__all__,
            *_time.__all__, *_trees.__all__, *_modalities.__all__, *_graphs.__all__,
            *_bias.__all__, *_shaw.__all__, *_rotary.__all__,
            *_attention.__all__]
+__all__ += _mrope.__all__
+from posenc.keras import stacks as _stacks  # noqa: E402
+from posenc.keras.stacks import *  # noqa: F401,F403,E402
+
+__all__ += _stacks.__all__
+__all__ += _vision.__all__
+
+from posenc.keras import distance_bias as _distance_bias  # noqa: E402
+from posenc.keras.distance_bias import *  # noqa: F401,F403,E402
+
+__all__ += _distance_bias.__all__
+
+from posenc.keras import content as _content  # noqa: E402
+from posenc.keras.content import *  # noqa: F401,F403,E402
+
+__all__ += _content.__all__

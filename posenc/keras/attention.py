@@ -33,6 +33,7 @@ from posenc.attention import (
     future_keys,
     transformer_settings,
 )
+from posenc.keras import batches
 from posenc.keras._util import dtype_of
 from posenc.keras.bias import ALiBiBias, SwinRelativeBias, T5RelativeBias
 from posenc.keras.learned import HybridEncoding, LearnedEncoding
@@ -40,6 +41,8 @@ from posenc.keras.rotary import RotaryEmbedding
 from posenc.keras.shaw import relative_attention, relative_tables
 from posenc.keras.sinusoidal import SinusoidalEncoding
 from posenc.learned import TABLE_INIT_STD
+from posenc.stacks import (QK_NORM_EPS, LayerRule, layer_mask, layer_settings, stack_entry,
+                           temperature_scales)
 
 __all__ = ["MultiHeadAttention", "Transformer"]
 
@@ -50,6 +53,12 @@ __all__ = ["MultiHeadAttention", "Transformer"]
 _CLASSES = {cls.__name__: cls for cls in (SinusoidalEncoding, LearnedEncoding, HybridEncoding,
                                           ALiBiBias, T5RelativeBias, SwinRelativeBias,
                                           RotaryEmbedding)}
+# The length-extrapolation family (posenc/keras/distance_bias.py).
+from posenc.keras import distance_bias as _distance_bias  # noqa: E402
+_CLASSES.update({name: getattr(_distance_bias, name) for name in _distance_bias.__all__})
+# The content-dependent family (posenc/keras/content.py).
+from posenc.keras import content as _content  # noqa: E402
+_CLASSES.update({name: getattr(_content, name) for name in _content.__all__})
 
 
 def _option_config(options: dict) -> dict:
@@ -117,13 +126,26 @@ class MultiHeadAttention(keras.layers.Layer):
             where the last bucket starts (128).
         num_buckets: ``"t5"``'s number of buckets (32).
         grid: ``"swin"``'s ``(height, width)``; the sequence must hold
-            ``height * width`` patches. Each scheme option is for the schemes named
-            (another scheme refuses it); ``None`` means its default.
+            ``height * width`` patches. ``"fox"`` and ``"cope"`` (the content route, causal
+            only) add FoX's forget gate bias of the layer input or CoPE's term of the
+            queries and keys to the logits (:class:`ForgetGateBias`, :class:`CoPE`, as
+            ``content``; CoPE counts up to ``max_len``); they take no option. Each scheme
+            option is for the schemes named (another scheme refuses it); ``None`` means
+            its default.
 
     Call arguments:
         x: ``(batch, seq, dim)`` embeddings (``seq`` static).
+        attention_mask: optional ``(batch, seq)``, 1 for real tokens, 0 for padding (left
+            or right); with a cache, ``(batch, seq)`` for the new tokens or
+            ``(batch, cached + seq)`` for all. Positions count real tokens only
+            (:func:`posenc.keras.batches.mask_positions`) and padding is never attended; a
+            query with no key to attend (a pad) gets zero weights.
+        document_ids: optional int ``(batch, seq)``: packed documents; positions restart in
+            each and no token attends across documents (no cache).
         cache: a :class:`posenc.attention.LayerCache` (:meth:`new_cache`), causal only:
-            ``x`` continues the cached positions, and its keys and values join the cache.
+            ``x`` continues the cached positions, and its keys and values join the cache
+            (with a mask, each row continues at its number of real tokens, and the padding
+            keys stay masked).
         return_attention: also return the ``(batch, heads, seq, k_len)`` weights.
         training: whether dropout is on.
 
@@ -134,7 +156,8 @@ class MultiHeadAttention(keras.layers.Layer):
     Weights:
         query_kernel, key_kernel, value_kernel, output_kernel: ``(dim, dim)``,
         applied as ``x @ kernel``; query_bias, value_bias, output_bias: ``(dim,)``;
-        the scheme's own (``position_bias``'s table, ``key_table``, ``value_table``).
+        the scheme's own (``position_bias``'s table, ``key_table``, ``value_table``,
+        ``content.*``).
 
     Example:
         >>> attn = MultiHeadAttention(32, 4, position="alibi", causal=True)
@@ -178,8 +201,10 @@ class MultiHeadAttention(keras.layers.Layer):
                 name=f"{name}_bias", shape=(self.dim,), initializer=_ZEROS()))
         self.position_bias = route_layer(s, "bias", _CLASSES)
         self.rotary = route_layer(s, "rotary", _CLASSES, dtype=self.dtype_policy)
+        self.content = route_layer(s, "content", _CLASSES)
         if self.route == "relative":
             relative_tables(self, self.options["max_distance"], self.head_dim)
+        self.layer_rule = LayerRule() if s.layer is None else s.layer
         self.weights_dropout = keras.layers.Dropout(self.dropout) if self.dropout else None
         self.built = True
 
@@ -198,6 +223,8 @@ class MultiHeadAttention(keras.layers.Layer):
     def position_weights(self) -> list:
         """The weights that belong to the positional scheme (bias tables, Shaw's tables)."""
         out = [] if self.position_bias is None else list(self.position_bias.weights)
+        if self.content is not None:
+            out += list(self.content.weights)
         if self.route == "relative":
             out += [self.key_table, self.value_table]
         return out
@@ -205,7 +232,8 @@ class MultiHeadAttention(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return input_shape
 
-    def compute_output_spec(self, x, cache=None, return_attention=False, training=None):
+    def compute_output_spec(self, x, attention_mask=None, document_ids=None, cache=None,
+                            return_attention=False, training=None):
         out = keras.KerasTensor(x.shape, dtype=self.compute_dtype)
         if return_attention:
             return out, keras.KerasTensor((x.shape[0], self.heads, x.shape[1], x.shape[1]),
@@ -221,7 +249,8 @@ class MultiHeadAttention(keras.layers.Layer):
         return ops.transpose(ops.reshape(y, (batch, seq, self.heads, self.head_dim)),
                              (0, 2, 1, 3))
 
-    def call(self, x, cache=None, return_attention=False, training=None):
+    def call(self, x, attention_mask=None, document_ids=None, cache=None,
+             return_attention=False, training=None):
         what = type(self).__name__
         x = ops.convert_to_tensor(x)
         check_embeddings(x.shape, self.dim, what=what)
@@ -236,13 +265,18 @@ class MultiHeadAttention(keras.layers.Layer):
         if seq == 0:
             weights = ops.zeros((ops.shape(x)[0], self.heads, 0, offset), "float32")
             return (x, weights) if return_attention else x
+        if batches.active(attention_mask, document_ids, cache):
+            return self._call_batch(x, attention_mask, document_ids, cache, return_attention,
+                                    training)
         q = self._heads(x, self.query_kernel, self.query_bias)
         k = self._heads(x, self.key_kernel)
         v = self._heads(x, self.value_kernel, self.value_bias)
         if self.rotary is not None:
             q, k = self.rotary(q, k, offset=offset)
+        q, k = self._stack_rule(q, k, offset)
         if cache is not None:
             k, v = cache.append(k, v, lambda t: ops.concatenate(t, axis=-2))
+        extra = self._content_term(x, q, k, cache)
         dropping = bool(training) and self.weights_dropout is not None
         if self.route == "relative":
             drop = (lambda w: self.weights_dropout(w, training=training)) if dropping else None
@@ -251,22 +285,118 @@ class MultiHeadAttention(keras.layers.Layer):
                                    return_weights=return_attention)
             z, weights = z if return_attention else (z, None)
         else:
-            z, weights = self._explicit(q, k, v, training)
+            z, weights = self._explicit(q, k, v, training, extra)
         z = ops.reshape(ops.transpose(ops.cast(z, self.compute_dtype), (0, 2, 1, 3)),
                         (ops.shape(x)[0], ops.shape(x)[1], self.dim))
         out = _linear(z, self.output_kernel, self.output_bias)
         return (out, weights) if return_attention else out
 
+    def _call_batch(self, x, attention_mask, document_ids, cache, return_attention, training):
+        """The call on per-token positions (a padded or packed batch, a padded cache)."""
+        st = batches.state(x.shape[0], x.shape[1], attention_mask, document_ids, cache,
+                           self.causal, what=type(self).__name__)
+        q = self._heads(x, self.query_kernel, self.query_bias)
+        k = self._heads(x, self.key_kernel)
+        v = self._heads(x, self.value_kernel, self.value_bias)
+        if self.rotary is not None:
+            q, k = self.rotary(q, k, positions=st.positions)
+        q, k = self._stack_rule(q, k, 0, positions=st.positions)
+        if cache is not None:
+            k, v = cache.append(k, v, lambda t: ops.concatenate(t, axis=-2))
+            cache.key_mask, cache.positions = st.key_mask, st.key_positions
+        drop = None
+        if bool(training) and self.weights_dropout is not None:
+            drop = lambda w: self.weights_dropout(w, training=training)   # noqa: E731
+        rows = st.allowed
+        if self.layer_rule.masks:            # a stack's window or chunks, on the real positions
+            rule = self.layer_rule
+            q_pos = ops.cast(st.positions, "int32")[:, :, None]
+            k_pos = ops.cast(st.key_positions, "int32")[:, None, :]
+            if rule.window is not None:
+                rows = ops.logical_and(rows, ops.less(q_pos - k_pos, rule.window))
+            if rule.chunk is not None:
+                rows = ops.logical_and(rows, ops.equal(ops.floor_divide(q_pos, rule.chunk),
+                                                       ops.floor_divide(k_pos, rule.chunk)))
+        if self.route == "relative":
+            z, weights = batches.relative_attention_at(
+                q, k, v, self.key_table, self.value_table, self.options["max_distance"],
+                st.positions, st.key_positions, rows, drop)
+        else:
+            qf = ops.cast(q, "float32") * self.head_dim ** -0.5
+            logits = ops.matmul(qf, ops.swapaxes(ops.cast(k, "float32"), -1, -2))
+            if self.position == "swin":          # the grid's bias: the same in every row
+                logits = logits + self.position_bias(q.shape[-2], k.shape[-2])
+            elif self.position_bias is not None:
+                logits = logits + batches.positional_bias(self.position_bias, st.positions,
+                                                          st.key_positions)
+            elif self.content is not None:       # each row's own gates over its own keys
+                logits = logits + self._content_term(x, q, k, cache, rows,
+                                                     st.key_mask[:, -x.shape[1]:])
+            weights = batches.masked_softmax(logits, rows[:, None])
+            dropped = weights if drop is None else drop(weights)
+            z = ops.matmul(ops.cast(dropped, dtype_of(v)), v)
+        z = ops.reshape(ops.transpose(ops.cast(z, self.compute_dtype), (0, 2, 1, 3)),
+                        (ops.shape(x)[0], ops.shape(x)[1], self.dim))
+        out = _linear(z, self.output_kernel, self.output_bias)
+        return (out, weights) if return_attention else out
+
+    def _stack_rule(self, q, k, offset: int, positions=None):
+        """A stack's per-layer rule on the rotated ``q`` and ``k``: the QK RMS norm, then
+        Llama 4's temperature of a NoPE layer's queries (:class:`posenc.stacks.LayerRule`), at
+        ``offset ..`` or at each token's ``positions`` ``(batch, seq)`` (a padded batch)."""
+        rule = self.layer_rule
+        if rule.qk_norm:
+            def norm(t):
+                f = ops.cast(t, "float32")
+                f = f * ops.rsqrt(ops.mean(ops.square(f), axis=-1, keepdims=True) + QK_NORM_EPS)
+                return ops.cast(f, dtype_of(t))
+            q, k = norm(q), norm(k)
+        if rule.attn_temperature_tuning and positions is not None:
+            p = ops.cast(positions, "float32")
+            steps = ops.floor((p + 1.0) / rule.floor_scale)
+            scales = ops.log1p(steps) * rule.attn_scale + 1.0           # (batch, seq)
+            q = ops.cast(ops.cast(q, "float32") * scales[:, None, :, None], dtype_of(q))
+        elif rule.attn_temperature_tuning:
+            scales = ops.convert_to_tensor(temperature_scales(offset, q.shape[-2],
+                                                              rule.floor_scale, rule.attn_scale))
+            q = ops.cast(ops.cast(q, "float32") * scales[:, None], dtype_of(q))
+        return q, k
+
     def _logit_bias(self, q_len: int, k_len: int):
-        """The scheme's bias plus the causal mask, float32 ``(1, heads, q_len, k_len)``, or
-        ``None`` when there is neither."""
+        """The scheme's bias plus the causal mask (and a stack's window or chunks), float32
+        ``(1, heads, q_len, k_len)``, or ``None`` when there is neither."""
         bias = None if self.position_bias is None else self.position_bias(q_len, k_len)
         if self.causal:
             future = future_keys(q_len, k_len, lambda n: ops.arange(n, dtype="int32"))
+            far = layer_mask(q_len, k_len, self.layer_rule, lambda n: ops.arange(n, dtype="int32"))
+            future = future if far is None else ops.logical_or(future, far)
             bias = ops.where(future, float("-inf"), 0.0 if bias is None else bias)
         return None if bias is None else ops.cast(bias, "float32")
 
-    def _explicit(self, q, k, v, training):
+    def _content_term(self, x, q, k, cache=None, visible=None, real=None):
+        """The content route's float32 ``(batch, heads, q_len, k_len)`` logit term, or ``None``.
+
+        FoX: ``c_i - c_j`` of the cumulative log-forget ``c`` of the layer input ``x``, the
+        cache keeping ``c`` of the cached rows (``real``: ``(batch, seq)``, False at a pad,
+        whose gate is 1). CoPE: its term of the rotated ``q`` and all the keys ``k``, the
+        gates on the keys each query sees (``visible``, by default causal)."""
+        if self.content is None:
+            return None
+        if self.position == "cope":
+            return self.content(q, k, visible)
+        log_f = self.content.log_forget(x)                       # (batch, heads, seq)
+        if real is not None:
+            log_f = ops.where(ops.cast(real, "bool")[:, None, :], log_f, 0.0)
+        c = ops.cumsum(log_f, axis=-1)
+        c_all = c
+        if cache is not None:
+            if cache.log_forget is not None:
+                c = c + cache.log_forget[..., -1:]
+                c_all = ops.concatenate((cache.log_forget, c), axis=-1)
+            cache.log_forget = c_all
+        return c[..., :, None] - c_all[..., None, :]
+
+    def _explicit(self, q, k, v, training, extra=None):
         """Softmax attention, logits and softmax in float32: (output, float32 weights)."""
         q_len, k_len = q.shape[-2], k.shape[-2]
         qf = ops.cast(q, "float32") * self.head_dim ** -0.5
@@ -274,6 +404,8 @@ class MultiHeadAttention(keras.layers.Layer):
         bias = self._logit_bias(q_len, k_len)
         if bias is not None:
             logits = logits + bias
+        if extra is not None:
+            logits = logits + extra
         # (one key: Keras warns about a softmax over an axis of size 1; it is 1)
         weights = ops.softmax(logits, axis=-1) if k_len != 1 else ops.ones_like(logits)
         dropped = weights
@@ -312,9 +444,11 @@ class _Block(keras.layers.Layer):
     def _drop(self, h, training):
         return self.residual_dropout(h, training=training)
 
-    def call(self, x, cache=None, return_attention=False, training=None):
+    def call(self, x, cache=None, return_attention=False, training=None, attention_mask=None,
+             document_ids=None):
         h = _layer_norm(x, self.attention_norm_scale, self.attention_norm_bias)
-        h = self.attention(h, cache=cache, return_attention=return_attention, training=training)
+        h = self.attention(h, attention_mask=attention_mask, document_ids=document_ids,
+                           cache=cache, return_attention=return_attention, training=training)
         h, weights = h if return_attention else (h, None)
         x = x + self._drop(h, training)
         h = _layer_norm(x, self.mlp_norm_scale, self.mlp_norm_bias)
@@ -351,11 +485,34 @@ class Transformer(keras.Model):
         base, rope_scaling, rope_layout, max_distance, num_buckets, grid: the
             scheme's options, as in :class:`MultiHeadAttention` (``base`` also
             for ``"sinusoidal"`` and ``"hybrid"``); ``None`` means its default.
+        stack: a stack whose layers differ, or ``None`` (default: every block alike). A
+            list of ``depth`` entries, one per block, each a scheme's name or a dict of
+            :data:`posenc.stacks.LAYER_KEYS`: ``position`` (default the model's; an entry
+            of the model's scheme inherits its options), the scheme's options, and the
+            rules ``window`` (a sliding window: keys ``window`` or more positions back are
+            masked), ``chunk`` (attention within chunks of ``chunk`` positions),
+            ``qk_norm``, ``attn_temperature_tuning`` with ``floor_scale`` and
+            ``attn_scale`` (Llama 4's NoPE layers; :class:`posenc.stacks.LayerRule`). Or
+            a preset's name (``"gemma3"``, ``"llama4"``: :data:`posenc.stacks.STACKS`), or
+            a Hugging Face config with ``layer_types`` (:func:`posenc.stacks.hf_stack`).
+            ``model.stack`` holds the checked entries (and ``get_config`` them).
 
     Call arguments:
         tokens: int ``(batch, seq)`` token ids (``seq`` static).
+        attention_mask: optional ``(batch, seq)``, 1 for real tokens and 0 for padding
+            (left or right); with a cache, for the new tokens or for all
+            (``(batch, cached + seq)``). Positions count real tokens only (the cumsum
+            rule, :func:`posenc.keras.batches.mask_positions`), for every scheme: the
+            absolute tables, the rotation and the biases read them, and padding is never
+            attended. A padded row gives, on its real tokens, the logits of the sequence
+            alone.
+        document_ids: optional int ``(batch, seq)``: packed documents. Positions restart
+            in each document and no token attends across documents (a full pass, no
+            cache).
         cache: a :class:`posenc.attention.Cache` from :meth:`new_cache` (causal only):
-            ``tokens`` continue the cached positions; the cache grows in place.
+            ``tokens`` continue the cached positions; the cache grows in place. After a
+            masked call each row continues at its own number of real tokens, and the
+            cached padding stays masked.
         return_hidden: also return the hidden states: a list of ``depth + 1``
             ``(batch, seq, dim)`` tensors, the embedding output then each block's.
         return_attention: also return a list per layer of the
@@ -386,7 +543,7 @@ class Transformer(keras.Model):
     def __init__(self, vocab_size: int, *, dim: int = 64, depth: int = 2, heads: int = 4,
                  mlp_dim=None, causal: bool = True, position: str = "rope", max_len: int = 512,
                  dropout: float = 0.0, base=None, rope_scaling=None, rope_layout=None,
-                 max_distance=None, num_buckets=None, grid=None, **kwargs):
+                 max_distance=None, num_buckets=None, grid=None, stack=None, **kwargs):
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
         s = transformer_settings(vocab_size, dim, depth, heads, mlp_dim, causal, position,
@@ -403,7 +560,9 @@ class Transformer(keras.Model):
             initializer=keras.initializers.RandomNormal(stddev=TABLE_INIT_STD))
         self.position_encoding = route_layer(s, "embedding", _CLASSES)
         self.embedding_dropout = keras.layers.Dropout(self.dropout)  # a no-op at rate 0
-        self.blocks = [_Block(s, dtype=self.dtype_policy) for _ in range(self.depth)]
+        layers = layer_settings(s, stack)
+        self.stack = None if stack is None else [stack_entry(x) for x in layers]
+        self.blocks = [_Block(x, dtype=self.dtype_policy) for x in layers]
         self.norm_scale = self.add_weight(name="norm_scale", shape=(self.dim,),
                                           initializer=_ONES())
         self.norm_bias = self.add_weight(name="norm_bias", shape=(self.dim,),
@@ -421,7 +580,8 @@ class Transformer(keras.Model):
         config.update({"vocab_size": self.vocab_size, "dim": self.dim, "depth": self.depth,
                        "heads": self.heads, "mlp_dim": self.mlp_dim, "causal": self.causal,
                        "position": self.position, "max_len": self.max_len,
-                       "dropout": self.dropout, **_option_config(self.options)})
+                       "dropout": self.dropout, **_option_config(self.options),
+                       "stack": self.stack})
         return config
 
     @classmethod
@@ -453,8 +613,8 @@ class Transformer(keras.Model):
             x = ops.cast(self.position_encoding(x, positions), self.compute_dtype)
         return x
 
-    def compute_output_spec(self, tokens, cache=None, return_hidden=False,
-                            return_attention=False, training=None):
+    def compute_output_spec(self, tokens, attention_mask=None, document_ids=None, cache=None,
+                            return_hidden=False, return_attention=False, training=None):
         batch, seq = tokens.shape[0], tokens.shape[1]
         out = (keras.KerasTensor((batch, seq, self.vocab_size), dtype=self.compute_dtype),)
         if return_hidden:
@@ -465,8 +625,8 @@ class Transformer(keras.Model):
                      for _ in range(self.depth)],)
         return out[0] if len(out) == 1 else out
 
-    def call(self, tokens, cache=None, return_hidden=False, return_attention=False,
-             training=None):
+    def call(self, tokens, attention_mask=None, document_ids=None, cache=None,
+             return_hidden=False, return_attention=False, training=None):
         what = type(self).__name__
         tokens = ops.convert_to_tensor(tokens)
         check_tokens(tuple(tokens.shape), dtype_of(tokens), what=what)
@@ -474,12 +634,21 @@ class Transformer(keras.Model):
             check_cache_allowed(self.causal, what=what)
         if self.scheme.check_seq is not None:
             self.scheme.check_seq(self.options, tokens.shape[1], what)
-        x = self.embed(tokens, 0 if cache is None else cache.length)
+        first = None if cache is None else cache.layers[0]
+        if batches.active(attention_mask, document_ids, first):
+            st = batches.state(tokens.shape[0], tokens.shape[1], attention_mask, document_ids,
+                               first, self.causal, what=what)   # the checks, named once
+            x = ops.take(ops.cast(self.token_embedding, self.compute_dtype), tokens, axis=0)
+            if self.position_encoding is not None:     # the absolute tables read real positions
+                x = ops.cast(self.position_encoding(x, st.positions), self.compute_dtype)
+        else:
+            x = self.embed(tokens, 0 if cache is None else cache.length)
         x = self.embedding_dropout(x, training=training)
         hidden, attention = [x], []
         for i, block in enumerate(self.blocks):
             x, weights = block(x, cache=None if cache is None else cache.layers[i],
-                               return_attention=return_attention, training=training)
+                               return_attention=return_attention, training=training,
+                               attention_mask=attention_mask, document_ids=document_ids)
             hidden.append(x)
             attention.append(weights)
         logits = _linear(_layer_norm(x, self.norm_scale, self.norm_bias), self.output_kernel,

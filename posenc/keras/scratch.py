@@ -22,7 +22,7 @@ def self_attention(x, w_q, w_k, w_v, causal=False):
     scores = ops.matmul(q, ops.swapaxes(k, -1, -2)) / q.shape[-1] ** 0.5   # (..., n, n)
     if causal:                                                  # token i sees tokens j <= i only
         n = ops.shape(scores)[-1]
-        future = ops.triu(ops.ones((n, n), dtype="bool"), 1)
+        future = ops.arange(n)[None, :] > ops.arange(n)[:, None]
         scores = ops.where(future, float("-inf"), scores)
     return ops.matmul(ops.softmax(scores, axis=-1), v)
 
@@ -261,6 +261,27 @@ def rope_half(x, positions, inv_freq):
     return ops.concatenate((x1 * cos - x2 * sin, x1 * sin + x2 * cos), axis=-1)
 
 
+# Chapter 15 (multimodal RoPE, on rope_half's rotation)
+
+
+def mrope_axes(sections, interleaved=False):
+    """The axis (0 t, 1 h, 2 w) each pair reads: blocks of pairs, or t, h, w in turn."""
+    if not interleaved:
+        return ops.concatenate([ops.full((s,), a, "int32") for a, s in enumerate(sections)])
+    i = ops.arange(sum(sections))
+    height = ops.logical_and(i % 3 == 1, i < 3 * sections[1])
+    width = ops.logical_and(i % 3 == 2, i < 3 * sections[2])
+    return ops.where(height, 1, ops.where(width, 2, 0))
+
+
+def mrope_half(x, positions, inv_freq, axes):
+    """M-RoPE, half layout: pair i turns by positions[axes[i]] * inv_freq[i]; positions (3, seq)."""
+    angle = ops.transpose(ops.take(ops.cast(positions, "float32"), axes, axis=0)) * inv_freq
+    cos, sin = ops.cos(angle), ops.sin(angle)                             # (seq, d/2)
+    x1, x2 = ops.split(ops.cast(x, "float32"), 2, axis=-1)              # the two halves
+    return ops.concatenate((x1 * cos - x2 * sin, x1 * sin + x2 * cos), axis=-1)
+
+
 # Chapter 8
 
 
@@ -316,7 +337,7 @@ def attention(x, w_q, w_k, w_v, w_o, heads, rotate=None, bias=None, relative=Non
     if bias is not None:                                        # route 3: + B[h, i, j]
         scores = scores + bias
     if causal:                                                  # key j after query i: -inf
-        future = ops.triu(ops.ones((n, n), dtype="bool"), 1)
+        future = ops.arange(n)[None, :] > ops.arange(n)[:, None]
         scores = ops.where(future, float("-inf"), scores)
     p = ops.softmax(scores, axis=-1)
     z = ops.matmul(p, v)
@@ -350,3 +371,87 @@ def ridge_regression(x, y, ridge=1.0):
     gram = ops.transpose(xc) @ xc + ridge * ops.eye(x.shape[1], dtype=x.dtype)
     w = ops.solve(gram, ops.transpose(xc) @ (y - y_mean)[:, None])[:, 0]   # (dim,)
     return w, y_mean - ops.sum(x_mean * w)
+
+
+# Chapter 17
+
+
+def window_mask(q_len, k_len, window):
+    """(q_len, k_len) booleans, True where the key is masked: in the future, or ``window`` or
+    more positions back; the queries are the last q_len of the k_len positions."""
+    i = ops.arange(k_len - q_len, k_len)[:, None]
+    j = ops.arange(k_len)[None, :]
+    return ops.logical_or(j > i, i - j >= window)
+
+
+def temperature(positions, floor_scale=8192.0, attn_scale=0.1):
+    """Llama 4's scale of a NoPE layer's queries: 1 + attn_scale * log1p(floor((p + 1) / F))."""
+    p = ops.cast(positions, "float32")
+    return 1.0 + attn_scale * ops.log1p(ops.floor((p + 1.0) / floor_scale))
+
+
+def rope_pairs(x, positions, inv_freq, factor=1.0):
+    """RoPE on interleaved pairs (x_2i, x_2i+1), its cos and sin times ``factor`` (YaRN's)."""
+    angle = ops.cast(positions, "float32")[:, None] * ops.cast(inv_freq, "float32")[None, :]
+    cos, sin = factor * ops.cos(angle), factor * ops.sin(angle)
+    a, b = x[..., 0::2], x[..., 1::2]
+    out = ops.stack((a * cos - b * sin, a * sin + b * cos), axis=-1)
+    return ops.reshape(out, ops.shape(x))
+
+
+def latent_weights(x, positions, w_q, w_down, norm_scale, w_up, inv_freq, factor, scale, heads,
+                   nope, rank, eps=1e-6):
+    """Causal attention weights of multi-head latent attention with decoupled RoPE: a score
+    from the latent (no position) plus one from the rotated slice and the shared rotated key."""
+    b, n = ops.shape(x)[0], ops.shape(x)[1]
+    q = ops.transpose(ops.reshape(ops.matmul(x, w_q), (b, n, heads, -1)), (0, 2, 1, 3))
+    down = ops.matmul(x, w_down)                                   # (b, n, rank + rope)
+    c = down[..., :rank]
+    c = c * ops.rsqrt(ops.mean(c * c, axis=-1, keepdims=True) + eps) * norm_scale  # the latent
+    k_pass = ops.transpose(ops.reshape(ops.matmul(c, w_up), (b, n, heads, -1)),
+                           (0, 2, 1, 3))[..., :nope]
+    k_rot = rope_pairs(down[..., rank:], positions, inv_freq, factor)[:, None]  # one for all heads
+    q_rot = rope_pairs(q[..., nope:], positions, inv_freq, factor)
+    logits = (ops.matmul(q[..., :nope], ops.swapaxes(k_pass, -1, -2))
+              + ops.matmul(q_rot, ops.swapaxes(k_rot, -1, -2))) * scale
+    future = ops.arange(n)[None, :] > ops.arange(n)[:, None]
+    return ops.softmax(ops.where(future, float("-inf"), logits), axis=-1)
+# Chapter 16
+
+
+def patch_grid(height, width, ref_grid=None):
+    """Row and column of each patch, row-major (float32), scaled onto ref_grid when given."""
+    rows = ops.repeat(ops.arange(height, dtype="float32"), width)
+    cols = ops.tile(ops.arange(width, dtype="float32"), height)
+    if ref_grid is not None:                                  # EVA-02: span the trained range
+        rows, cols = rows * (ref_grid[0] / height), cols * (ref_grid[1] / width)
+    return rows, cols
+
+
+def _turn_pairs(x, angle):
+    """Each pair (x_2j, x_2j+1) turned by angle[..., j] with a 2x2 rotation."""
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    cos, sin = ops.cos(angle), ops.sin(angle)
+    return ops.reshape(ops.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), axis=-1),
+                       ops.shape(x))
+
+
+def axial_rope(x, height, width, prefix_tokens=0, base=10000.0, ref_grid=None):
+    """Axial 2D RoPE, interleaved pairs: the first d/4 pairs turn with the row, the next
+    d/4 with the column; the first prefix_tokens tokens (CLS, registers) stay as they are."""
+    d = x.shape[-1]
+    inv_freq = 1.0 / base ** (ops.arange(d // 4, dtype="float32") / (d // 4))
+    rows, cols = patch_grid(height, width, ref_grid)
+    angle = ops.concatenate((ops.outer(rows, inv_freq), ops.outer(cols, inv_freq)), axis=-1)
+    x = ops.cast(x, "float32")
+    return ops.concatenate((x[..., :prefix_tokens, :],
+                            _turn_pairs(x[..., prefix_tokens:, :], angle)), axis=-2)
+
+
+def mixed_rope(x, height, width, freqs):
+    """RoPE-Mixed, interleaved pairs: pair j of head h turns by column * fx[h, j] + row * fy[h, j];
+    freqs is (2, heads, d/2) and x (batch, heads, height * width, d)."""
+    rows, cols = patch_grid(height, width)
+    fx, fy = ops.cast(freqs[0], "float32"), ops.cast(freqs[1], "float32")
+    angle = cols[:, None] * fx[:, None, :] + rows[:, None] * fy[:, None, :]   # (heads, seq, d/2)
+    return _turn_pairs(ops.cast(x, "float32"), angle)

@@ -256,6 +256,28 @@ def rope_half(x, positions, inv_freq):
     return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
 
 
+# Chapter 15 (multimodal RoPE, on rope_half's rotation)
+
+
+def mrope_axes(sections, interleaved=False):
+    """The axis (0 t, 1 h, 2 w) each pair reads: blocks of pairs, or t, h, w in turn."""
+    if not interleaved:
+        return torch.repeat_interleave(torch.arange(3), torch.tensor(sections))
+    i = torch.arange(sum(sections))
+    axes = torch.zeros_like(i)
+    axes[(i % 3 == 1) & (i < 3 * sections[1])] = 1
+    axes[(i % 3 == 2) & (i < 3 * sections[2])] = 2
+    return axes
+
+
+def mrope_half(x, positions, inv_freq, axes):
+    """M-RoPE, half layout: pair i turns by positions[axes[i]] * inv_freq[i]; positions (3, seq)."""
+    angle = positions.float()[axes].T * inv_freq                          # (seq, d/2)
+    cos, sin = angle.cos(), angle.sin()
+    x1, x2 = x.float().chunk(2, dim=-1)                                  # the two halves
+    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+
 # Chapter 8
 
 
@@ -343,3 +365,76 @@ def ridge_regression(x, y, ridge=1.0):
     gram = xc.T @ xc + ridge * torch.eye(x.shape[1], dtype=x.dtype)
     w = torch.linalg.solve(gram, xc.T @ (y - y_mean))
     return w, y_mean - x_mean @ w
+
+
+# Chapter 17
+
+
+def window_mask(q_len, k_len, window):
+    """(q_len, k_len) booleans, True where the key is masked: in the future, or ``window`` or
+    more positions back; the queries are the last q_len of the k_len positions."""
+    i = torch.arange(k_len - q_len, k_len)[:, None]
+    j = torch.arange(k_len)[None, :]
+    return (j > i) | (i - j >= window)
+
+
+def temperature(positions, floor_scale=8192.0, attn_scale=0.1):
+    """Llama 4's scale of a NoPE layer's queries: 1 + attn_scale * log1p(floor((p + 1) / F))."""
+    return 1.0 + attn_scale * torch.log1p(torch.floor((positions.float() + 1.0) / floor_scale))
+
+
+def rope_pairs(x, positions, inv_freq, factor=1.0):
+    """RoPE on interleaved pairs (x_2i, x_2i+1), its cos and sin times ``factor`` (YaRN's)."""
+    angle = positions[:, None].float() * inv_freq[None, :]
+    cos, sin = factor * torch.cos(angle), factor * torch.sin(angle)
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+
+
+def latent_weights(x, positions, w_q, w_down, norm_scale, w_up, inv_freq, factor, scale, heads,
+                   nope, rank, eps=1e-6):
+    """Causal attention weights of multi-head latent attention with decoupled RoPE: a score
+    from the latent (no position) plus one from the rotated slice and the shared rotated key."""
+    b, n, _ = x.shape
+    q = (x @ w_q).view(b, n, heads, -1).transpose(1, 2)            # (b, h, n, nope + rope)
+    down = x @ w_down                                              # (b, n, rank + rope)
+    c = down[..., :rank]
+    c = c * torch.rsqrt(c.pow(2).mean(-1, keepdim=True) + eps) * norm_scale   # the latent
+    k_pass = (c @ w_up).view(b, n, heads, -1).transpose(1, 2)[..., :nope]
+    k_rot = rope_pairs(down[..., rank:], positions, inv_freq, factor)[:, None]  # one for all heads
+    q_rot = rope_pairs(q[..., nope:], positions, inv_freq, factor)
+    logits = (q[..., :nope] @ k_pass.transpose(-1, -2) + q_rot @ k_rot.transpose(-1, -2)) * scale
+    future = torch.ones(n, n, dtype=torch.bool).triu(1)
+    return torch.softmax(logits.masked_fill(future, float("-inf")), dim=-1)
+# Chapter 16
+
+
+def patch_grid(height, width, ref_grid=None):
+    """Row and column of each patch, row-major (float64), scaled onto ref_grid when given."""
+    rows = torch.arange(height, dtype=torch.float64).repeat_interleave(width)
+    cols = torch.arange(width, dtype=torch.float64).repeat(height)
+    if ref_grid is not None:                                  # EVA-02: span the trained range
+        rows, cols = rows * ref_grid[0] / height, cols * ref_grid[1] / width
+    return rows, cols
+
+
+def axial_rope(x, height, width, prefix_tokens=0, base=10000.0, ref_grid=None):
+    """Axial 2D RoPE, interleaved pairs: the first d/4 pairs turn with the row, the next
+    d/4 with the column; the first prefix_tokens tokens (CLS, registers) stay as they are."""
+    d = x.shape[-1]
+    inv_freq = 1.0 / base ** (torch.arange(d // 4, dtype=torch.float64) / (d // 4))
+    rows, cols = patch_grid(height, width, ref_grid)
+    angle = torch.cat((torch.outer(rows, inv_freq), torch.outer(cols, inv_freq)), -1)
+    z = torch.view_as_complex(x[..., prefix_tokens:, :].double().unflatten(-1, (-1, 2)))
+    turned = torch.view_as_real(z * torch.polar(torch.ones_like(angle), angle)).flatten(-2)
+    return torch.cat((x[..., :prefix_tokens, :].double(), turned), -2)
+
+
+def mixed_rope(x, height, width, freqs):
+    """RoPE-Mixed, interleaved pairs: pair j of head h turns by column * fx[h, j] + row * fy[h, j];
+    freqs is (2, heads, d/2) and x (batch, heads, height * width, d)."""
+    rows, cols = patch_grid(height, width)
+    fx, fy = freqs.double()
+    angle = cols[:, None] * fx[:, None, :] + rows[:, None] * fy[:, None, :]   # (heads, seq, d/2)
+    z = torch.view_as_complex(x.double().unflatten(-1, (-1, 2)))
+    return torch.view_as_real(z * torch.polar(torch.ones_like(angle), angle)).flatten(-2)
