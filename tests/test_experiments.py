@@ -204,6 +204,32 @@ def test_hybrid_scale_reads_the_trained_weight_in_both_frameworks():
     assert hybrid_scale(keras_model) == 1.0
 
 
+def test_fire_l_starts_every_threshold_at_the_training_length_in_both_frameworks():
+    import keras
+    import torch
+
+    from posenc.experiments.runners import KerasRunner, TorchRunner
+
+    kw = dict(dim=16, depth=2, heads=2, max_len=64, seed=0)
+    fire = TorchRunner().make_model("fire", 19, **kw)
+    fire_l = TorchRunner().make_model("fire-L", 19, train_len=8, **kw)
+    thresholds = [m.threshold for m in fire_l.modules() if type(m).__name__ == "FireBias"]
+    assert thresholds == [8.0, 8.0]                              # every layer's, not the first
+    assert [m.threshold for m in fire.modules() if type(m).__name__ == "FireBias"] == [512.0] * 2
+    ids = torch.randint(0, 19, (2, 24), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():                     # the same weights, another threshold: other logits
+        assert not torch.allclose(fire(ids), fire_l(ids))
+    keras_model = KerasRunner(init_from_torch=True).make_model("fire-L", 19, train_len=8, **kw)
+    layers = keras_model._flatten_layers(include_self=True, recursive=True)
+    assert [m.threshold for m in layers if type(m).__name__ == "FireBias"] == [8.0, 8.0]
+    with torch.no_grad():
+        want = fire_l(ids).numpy()
+    got = keras.ops.convert_to_numpy(keras_model(ids.numpy().astype("int32")))
+    np.testing.assert_allclose(got, want, atol=1e-4)
+    with pytest.raises(ValueError, match="train_len"):
+        TorchRunner().make_model("fire-L", 19, **kw)
+
+
 def test_redrawn_position_table_is_the_same_in_both_frameworks():
     from posenc.experiments.controls import MATCHED_STD, redraw_position_table
     from posenc.experiments.runners import KerasRunner, TorchRunner

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from posenc._checks import _error
 
 __all__ = ["STUDY_SEEDS", "TASKS", "Claim", "CLAIMS", "claim", "load_study", "decide",
-           "verdicts", "paper_change", "size_ratio", "table_rows", "TABLE_HEADER"]
+           "verdicts", "OPTIONAL_PARTS", "BEYOND_TASKS", "BEYOND_PARTS", "available", "paper_change", "size_ratio", "table_rows", "TABLE_HEADER"]
 
 #: The seeds of the committed study (one result file per seed, ``--tag seedN``).
 STUDY_SEEDS = (0, 1, 2, 3, 4)
@@ -43,6 +43,15 @@ STUDY_SEEDS = (0, 1, 2, 3, 4)
 #: The length-generalisation tasks of the study (one result file per task and seed,
 #: ``--tag TASK-seedN``).
 TASKS = ("copy", "reverse", "sort", "addition")
+
+#: The tasks of the optional task runs of the newer schemes (files
+#: ``results-beyond-TASK-seedN.json``, ``--tag beyond-TASK-seedN``), read by :func:`load_study`
+#: into ``study["beyond"][TASK]`` when all their seeds are committed.
+BEYOND_TASKS = ("copy", "reverse", "sort")
+#: The parts of those task runs, each the tag prefix of its files: ``beyond`` (the newer
+#: schemes) and ``beyond-fireL`` (FIRE with its threshold from the training length,
+#: ``fire-L``, run apart), each read into ``study[part][TASK]``.
+BEYOND_PARTS = ("beyond", "beyond-fireL")
 
 
 def paper_change(short: float, long: float) -> float:
@@ -106,6 +115,28 @@ _KAZEMNEJAD = ("their ranking over ten tasks: NoPE and T5's bias best, ALiBi in 
 _KAZEMNEJAD_COPY = ("on copy, NoPE and T5 near 1.0 well past the training length, ALiBi "
                     "dropping near length 25, rotary and absolute falling to about 0")
 
+# The length-extrapolation biases' papers, as their abstracts put it (the lab's runs are
+# characters at L = 64; the papers' are tokens at L = 512 or 2048).
+_KERPLE = ("'the logarithmic variant achieves excellent extrapolation performance on three "
+           "large language modeling datasets' (abstract; OpenWebText2, GitHub, ArXiv, "
+           "trained on 512 tokens)")
+_SANDWICH = ("Sandwich is 'the first parameter-free relative positional embedding design that "
+             "truly length information uses longer than the training sequence' (abstract)")
+_FIRE = ("'FIRE models have better generalization to longer contexts on both zero-shot "
+         "language modeling and long text benchmarks' (abstract; it is compared with T5's "
+         "bias, ALiBi and Kerple, which it can represent)")
+_FOX = ("'FoX outperforms the Transformer on long-context language modeling, length "
+        "extrapolation, and short-context downstream tasks' (abstract; the Transformer there "
+        "uses RoPE)")
+_COPE = ("'CoPE ... improves perplexity on language modeling and coding tasks' (abstract)")
+_COPE_TASKS = ("'CoPE can solve the selective copy, counting and Flip-Flop tasks where "
+               "popular position embeddings fail' (abstract; the lab's copy, reverse and "
+               "sort are not those tasks)")
+_ON_TASKS = " (a claim about language modelling; the lab asks it of its tasks)"
+_XPOS = ("'our model achieves strong performance in both interpolation and extrapolation "
+         "settings' (abstract; with blockwise causal attention at inference, which the lab "
+         "does not use)")
+
 #: Every claim of the study, in the order chapter 10 discusses them.
 CLAIMS = (
     _press("sinusoidal", "The sinusoid", 2, 20.05, 43.54, 1012, "positive"),
@@ -162,7 +193,150 @@ CLAIMS = (
           ("none", "alibi", "no encoding", "ALiBi"),
           ("t5", "alibi", "T5's bias", "ALiBi"))
       for published in [_KAZEMNEJAD_COPY if task == "copy" else _KAZEMNEJAD]),
+    *(Claim(key=f"yang-irope-{factor}L", source="yang2025ropenope",
+            statement=f"a stack that interleaves NoPE layers with RoPE layers limited to local "
+                      f"spans has a lower loss past the training length than RoPE on every "
+                      f"layer (the lab: Llama 4's mix at depth 4, at {factor} L)",
+            published="the hybrid 'surpasses conventional RoPE-based transformer models with "
+                      "full attention' on long-context tasks (abstract; needle-in-a-haystack "
+                      "and RULER, not perplexity)",
+            measure="lm-relative",
+            options={"scheme": "irope", "reference": "rope", "factor": factor,
+                     "runs": "stacks"},
+            expected="negative")
+      for factor in (4, 8)),
+    *(Claim(key=f"local-global-{factor}L", source=None,
+            statement=f"a stack of sliding-window RoPE layers with one global layer has a lower "
+                      f"loss past the training length than RoPE on every layer, as its local "
+                      f"layers never meet a distance longer than their window (the lab tests the "
+                      f"sign, not the cause: a 3:1 local/global mix like Gemma 3's, at depth 4, "
+                      f"at {factor} L)",
+            published="the book's explanation (chapter 17)", measure="lm-relative",
+            options={"scheme": "local-global", "reference": "rope", "factor": factor,
+                     "runs": "stacks"},
+            expected="negative")
+      for factor in (4, 8)),
+    *(Claim(key=f"yang-rnope-swa-{factor}L", source="yang2025ropenope",
+            statement=f"Yang et al.'s own hybrid, RoPE layers with a sliding window and a NoPE "
+                      f"layer over every key, has a lower loss past the training length than "
+                      f"RoPE on every layer (the lab: at depth 4, at {factor} L)",
+            published="the hybrid 'surpasses conventional RoPE-based transformer models with "
+                      "full attention' on long-context tasks (abstract; needle-in-a-haystack "
+                      "and RULER, not perplexity)",
+            measure="lm-relative",
+            options={"scheme": "rnope-swa", "reference": "rope", "factor": factor,
+                     "runs": "stacks-ablation", "reference_runs": "stacks"},
+            expected="negative")
+      for factor in (4, 8)),
+    Claim(key="llama4-temperature-8L", source="meta2025llama4",
+          statement="the temperature of the NoPE layer's queries lowers the hybrid's loss past "
+                    "the training length (the lab: irope with and without it, trained with it, "
+                    "at 8 L)",
+          published="Llama 4 uses 'inference time temperature scaling of attention to enhance "
+                    "length generalization' (Meta's announcement)",
+          measure="lm-relative",
+          options={"scheme": "irope", "reference": "irope-notemp", "factor": 8,
+                   "runs": "stacks", "reference_runs": "stacks-ablation"},
+          expected="negative"),
+    Claim(key="local-global-windows-4L", source=None,
+          statement="the windows alone account for the local/global stack's lower loss past "
+                    "the training length: with the global layer at RoPE's usual base it is "
+                    "still below RoPE on every layer (the lab: at 4 L)",
+          published="the book's explanation (chapter 17)", measure="lm-relative",
+          options={"scheme": "local-global-1e4", "reference": "rope", "factor": 4,
+                   "runs": "stacks-ablation", "reference_runs": "stacks"},
+          expected="negative"),
+    *(Claim(key=f"base-{name}-{L}", source=None,
+            statement=f"trained on {L} characters, RoPE with base {base:,} has a {word} loss at "
+                      f"4 L than with the usual 10,000, because {why}",
+            published="the book's own reading (chapter 17) of the count of whole periods; "
+                      "Liu et al. report that a larger base, as a smaller one, extrapolates "
+                      "better after fine-tuning", measure="lm-relative",
+            options={"scheme": f"rope-base{base:g}", "reference": "rope", "factor": 4,
+                     "runs": f"bases{L}"},
+            expected=expected)
+      for L in (32, 64)
+      for name, base, word, expected, why in (
+          ("100", 100, "lower", "negative",
+           "more of its pairs turn through a whole period within the training length, so "
+           "fewer of its angles are new past it"),
+          ("1e6", 1_000_000, "higher", "positive",
+           "fewer of its pairs turn through a whole period within the training length"))),
+    *(Claim(key=f"{key}-{factor}L", source=source,
+            statement=f"past the training length, {name} has a lower loss than {other} (the "
+                      f"lab: at {factor} L, paired by seed with "
+                      f"{'the main study' if runs == 'lm' else 'the lab'}'s {other})",
+            published=published, measure="lm-relative",
+            options={"scheme": scheme, "reference": reference, "factor": factor,
+                     "runs": side, "reference_runs": runs},
+            expected="negative")
+      for key, source, scheme, side, name, reference, other, runs, published in (
+          ("kerple-log-rope", "chi2022kerple", "kerple_log", "biases",
+           "Kerple's logarithmic bias", "rope", "RoPE", "lm", _KERPLE),
+          ("kerple-power-rope", "chi2022kerple", "kerple_power", "biases",
+           "Kerple's power bias", "rope", "RoPE", "lm", _KERPLE),
+          ("sandwich-rope", "chi2023sandwich", "sandwich", "biases", "Sandwich", "rope",
+           "RoPE", "lm", _SANDWICH),
+          # FIRE with its threshold started at the training length (``fire-L``): with the
+          # package's 512 the lab's lengths never reach it and nothing is interpolated
+          ("fire-alibi", "li2024fire", "fire-L", "fireL", "FIRE", "alibi", "ALiBi", "lm",
+           _FIRE),
+          ("fire-kerple", "li2024fire", "fire-L", "fireL", "FIRE", "kerple_log",
+           "Kerple's logarithmic bias", "biases", _FIRE),
+          ("xpos-rope", "sun2023xpos", "xpos", "biases", "xPos", "rope", "RoPE", "lm", _XPOS))
+      for factor in (4, 8)),
+    *(Claim(key=f"{key}-{factor}L", source=source,
+            statement=f"past the training length, {name} has a lower loss than RoPE (the lab: "
+                      f"at {factor} L, paired by seed with the main study's RoPE)",
+            published=published, measure="lm-relative",
+            options={"scheme": scheme, "reference": "rope", "factor": factor,
+                     "runs": "content", "reference_runs": "lm"},
+            expected="negative")
+      for key, source, scheme, name, published in (
+          ("fox-rope", "lin2025fox", "fox", "the Forgetting Transformer (FoX)", _FOX),
+          ("cope-rope", "golovneva2024cope", "cope", "CoPE", _COPE))
+      for factor in (4, 8)),
+    *(Claim(key=f"fox-alibi-{factor}L", source=None,
+            statement=f"FoX's forget gates are a decay like ALiBi's whose slope each token "
+                      f"chooses, so past the training length FoX has a lower loss than ALiBi "
+                      f"(the lab: at {factor} L, paired by seed with the main study's ALiBi)",
+            published="the book's explanation (chapter 19); Lin et al.'s baselines are "
+                      "Transformers with RoPE, and no comparison with ALiBi is quoted here",
+            measure="lm-relative",
+            options={"scheme": "fox", "reference": "alibi", "factor": factor,
+                     "runs": "content", "reference_runs": "lm"},
+            expected="negative")
+      for factor in (4, 8)),
+    *(Claim(key=f"beyond-{key}-{task}", source=source,
+            statement=f"past the training length, {name} answers {task} exactly more often "
+                      f"than {other} (the lab: trained on 8, tested to 16, paired by seed with "
+                      f"the main study's {other})",
+            published=published, measure="lg-beyond",
+            options={"task": task, "scheme": scheme, "reference": reference,
+                     "runs": "beyond-fireL" if scheme == "fire-L" else "beyond",
+                     "reference_runs": "tasks"})
+      for task in BEYOND_TASKS
+      for key, source, scheme, name, reference, other, published in (
+          ("fire-rope", "li2024fire", "fire-L", "FIRE", "rope", "RoPE", _FIRE + _ON_TASKS),
+          ("fire-alibi", "li2024fire", "fire-L", "FIRE", "alibi", "ALiBi",
+           _FIRE + _ON_TASKS),
+          ("kerple-rope", "chi2022kerple", "kerple_log", "Kerple's logarithmic bias", "rope",
+           "RoPE", _KERPLE + _ON_TASKS),
+          ("kerple-alibi", "chi2022kerple", "kerple_log", "Kerple's logarithmic bias",
+           "alibi", "ALiBi", _KERPLE + _ON_TASKS),
+          ("cope-rope", "golovneva2024cope", "cope", "CoPE", "rope", "RoPE", _COPE_TASKS),
+          ("cope-alibi", "golovneva2024cope", "cope", "CoPE", "alibi", "ALiBi",
+           _COPE_TASKS))),
 )
+
+#: The optional parts of the study: ``(name, framework, tag prefix)``; each is read when its
+#: files are committed (:func:`load_study`), and claims that need an absent part are left out.
+OPTIONAL_PARTS = (("matched", "torch", "matched-"), ("matched-table", "torch", "matched-table-"),
+                  ("keras", "keras", ""), ("stacks", "torch", "stacks-"),
+                  ("stacks-ablation", "torch", "stacks-ablation-"),
+                  ("bases32", "torch", "bases32-"), ("bases64", "torch", "bases64-"),
+                  ("biases", "torch", "biases-"), ("content", "torch", "content-"),
+                  ("fireL", "torch", "fireL-"))
 
 
 def claim(key: str) -> Claim:
@@ -181,9 +355,15 @@ def load_study(folder=None, *, seeds=STUDY_SEEDS, require_clean: bool = True) ->
         A dict of combined runs (each ``{"meta": ..., "rows": [...]}``): ``"lm"`` (the
         language model), ``"matched"`` (the sinusoid and the learned table with the characters
         drawn as loud as the sinusoid), ``"matched-table"`` (the learned table drawn as loud
-        too), ``"keras"`` (the Keras runs), ``"ablation"``, and ``"tasks"``, a dict from each
-        task to its run. ``"matched"``, ``"matched-table"`` and ``"keras"`` are absent when
-        their files are. The tasks' test examples are drawn from the seed, so their
+        too), ``"keras"`` (the Keras runs), ``"stacks"`` (stacks whose layers differ, at
+        depth 4), ``"stacks-ablation"`` (their single-change arms), ``"bases32"`` and ``"bases64"`` (RoPE's base against the training length),
+        ``"biases"`` (xPos, Kerple, Sandwich, FIRE and the dynamic bias at the main study's
+        settings), ``"content"`` (FoX and CoPE at those settings), ``"beyond"`` (a dict from
+        each task of :data:`BEYOND_TASKS` whose runs are committed to the run of the newer
+        schemes on it; absent when none is),
+        ``"ablation"``, and ``"tasks"``, a dict from each
+        task to its run. The parts of :data:`OPTIONAL_PARTS` are absent when their files
+        are. The tasks' test examples are drawn from the seed, so their
         ``meta["data_sha256"]`` maps each seed to its hash; the language model's runs share
         one corpus and one hash.
 
@@ -199,9 +379,7 @@ def load_study(folder=None, *, seeds=STUDY_SEEDS, require_clean: bool = True) ->
              "ablation": load_seed_runs("ablation", folder=folder, tags=tags,
                                         require_clean=require_clean),
              "tasks": {}}
-    for name, framework, prefix in (("matched", "torch", "matched-"),
-                                    ("matched-table", "torch", "matched-table-"),
-                                    ("keras", "keras", "")):
+    for name, framework, prefix in OPTIONAL_PARTS:
         try:
             study[name] = load_seed_runs("lm-extrapolation", folder=folder,
                                          framework=framework,
@@ -214,7 +392,54 @@ def load_study(folder=None, *, seeds=STUDY_SEEDS, require_clean: bool = True) ->
         study["tasks"][task] = load_seed_runs("length-generalization", folder=folder,
                                               tags=[f"{task}-{t}" for t in tags],
                                               require_clean=require_clean, same_data=False)
+    for part in BEYOND_PARTS:
+        for task in BEYOND_TASKS:
+            try:
+                run = load_seed_runs("length-generalization", folder=folder,
+                                     tags=[f"{part}-{task}-{t}" for t in tags],
+                                     require_clean=require_clean, same_data=False)
+            except ValueError as error:
+                if "no results" not in str(error):
+                    raise
+                continue
+            study.setdefault(part, {})[task] = run
     return study
+
+
+def available(c: Claim, study: dict) -> bool:
+    """Whether ``study`` holds the runs claim ``c`` reads (the optional parts may be absent)."""
+    if c.measure == "lg-beyond" and c.options.get("runs") in BEYOND_PARTS:
+        return c.options["task"] in study.get(c.options["runs"], {})
+    if c.measure == "lg-beyond":
+        return True
+    return all(p in study for p in _runs(c.options))
+
+
+_TASK_SETTINGS = ("train_len", "test_len", "steps", "batch_size", "dim", "depth", "heads", "lr",
+                  "bos", "criterion", "eval_examples")
+
+
+def _task_rows(c: Claim, study: dict) -> tuple:
+    """The rows and training records an ``lg-beyond`` claim reads: the main study's run of its
+    task, with the newer schemes' run of it added where ``runs`` is ``"beyond"`` (both of one
+    setting, so that they pair by seed)."""
+    task = c.options["task"]
+    main = study["tasks"][task]
+    if c.options.get("runs") not in BEYOND_PARTS:
+        return main["rows"], _training(main)
+    extra = study[c.options["runs"]][task]
+    a, b = (tuple(r["meta"]["settings"].get(k) for k in _TASK_SETTINGS)
+            for r in (extra, main))
+    if a != b:
+        raise _error("decide", f"claim {c.key!r} pairs task runs of other settings "
+                     f"({dict(zip(_TASK_SETTINGS, a))} against {dict(zip(_TASK_SETTINGS, b))})",
+                     "run the newer schemes at the main study's settings")
+    schemes = {c.options["scheme"]}
+    rows = [r for r in main["rows"] if r["scheme"] not in schemes]
+    rows += [r for r in extra["rows"] if r["scheme"] in schemes]
+    training = [t for t in _training(main) if t["scheme"] not in schemes]
+    training += [t for t in _training(extra) if t["scheme"] in schemes]
+    return rows, training
 
 
 def _runs(options) -> tuple:
@@ -236,9 +461,9 @@ def decide(c: Claim, study: dict):
 
     o = c.options
     if c.measure == "lg-beyond":
-        run = study["tasks"][o["task"]]
-        return analysis.beyond_verdict(run["rows"], o["task"], o["scheme"], o["reference"],
-                                       c.expected, training=_training(run))
+        rows, training = _task_rows(c, study)
+        return analysis.beyond_verdict(rows, o["task"], o["scheme"], o["reference"],
+                                       c.expected, training=training)
     side, reference_side = _runs(o)
     run = study[side]
     L = run["meta"]["settings"]["train_len"]
@@ -272,7 +497,7 @@ def verdicts(study: dict | None = None) -> dict:
     committed study, :func:`load_study`). Claims whose runs are absent (the matched control)
     are left out."""
     study = load_study() if study is None else study
-    return {c.key: decide(c, study) for c in CLAIMS if all(p in study for p in _runs(c.options))}
+    return {c.key: decide(c, study) for c in CLAIMS if available(c, study)}
 
 
 #: The header of :func:`table_rows`' rows.

@@ -167,7 +167,8 @@ def run(args, ctx) -> dict:
                                           width=width, bos=bos)
             for scheme in s["schemes"]:
                 model = ctx.runner.make_model(scheme, vocab, dim=s["dim"], depth=s["depth"],
-                                              heads=s["heads"], max_len=max_len, seed=seed)
+                                              heads=s["heads"], max_len=max_len, seed=seed,
+                                              train_len=s["train_len"])
                 label = f"{task} {scheme} seed {seed}"
                 record = {}
                 stop = None if heldout is None else _criterion_stop(ctx, model, heldout, s,

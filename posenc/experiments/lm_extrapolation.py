@@ -31,11 +31,25 @@ characters start equally loud.
 ``--loss-history`` keeps every training step's loss (``meta["training"][i]["losses"]``).
 ``--data-sha256 HEX`` refuses a corpus of another hash; every run records its
 own (``meta["data_sha256"]``, :func:`posenc.experiments.data.data_sha256`).
+
+Stacks whose layers differ (``--stacks``): the schemes default to :data:`STACK_SCHEMES`,
+``rope`` (every layer RoPE), ``none`` (every layer NoPE), ``irope`` (Llama 4's mix: every
+fourth layer NoPE with the temperature of its queries, the others RoPE within chunks of
+``train_len // 4``, the temperature's step ``floor_scale`` the same length, as Llama 4's
+8192 and 8192) and ``local-global`` (Gemma 3's mix at this depth: three local layers, a
+sliding window of ``train_len // 4`` keys with RoPE base 10,000, then one global layer with
+base 1,000,000), all at equal parameters (no scheme here has weights), at depth
+:data:`STACK_DEPTH` (4: one NoPE or global layer and three RoPE or local ones; the lab's
+quick depth of 2 would leave one layer of each) unless ``--depth`` says otherwise. Their
+layers are recorded in ``meta["settings"]["stacks"]``. ``--rope-bases B [B ...]`` adds one
+RoPE scheme per base, named ``rope-base<B>`` (the base against the training length:
+repeat the run with other ``--train-len``).
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 from posenc.experiments import data
 from posenc.experiments.cli import SCHEMES, add_training_arguments, sizes
@@ -47,6 +61,62 @@ QUICK = dict(train_len=64, eval_lens=[32, 64, 128, 256], steps=500, batch_size=3
              depth=2, heads=4, lr=3e-3, eval_chars=8192)
 DEFAULT = dict(train_len=128, eval_lens=[64, 128, 256, 512, 1024], steps=5000, batch_size=64,
                dim=256, depth=4, heads=8, lr=1e-3, eval_chars=0)
+
+#: The schemes of ``--stacks``: every layer RoPE, every layer NoPE, Llama 4's mix, Gemma 3's.
+STACK_SCHEMES = ("rope", "none", "irope", "local-global")
+#: The single-change arms of the stacks (``--schemes`` with ``--stacks``): ``irope-notemp``
+#: (irope without the temperature), ``rnope-swa`` (Yang et al.'s hybrid: three RoPE layers
+#: with a sliding window of ``train_len // 4``, then one NoPE layer over every key, no
+#: temperature; windows where irope has chunks) and ``local-global-1e4`` (local-global with
+#: the global layer at base 10,000: the windows alone).
+STACK_ABLATIONS = ("irope-notemp", "rnope-swa", "local-global-1e4")
+#: The depth of ``--stacks`` (one NoPE or global layer beside three RoPE or local ones).
+STACK_DEPTH = 4
+#: ``--stacks --quick``: the quick setting at :data:`STACK_DEPTH`, with fewer steps.
+QUICK_STACKS = dict(QUICK, depth=STACK_DEPTH, steps=250)
+
+_ROPE_BASE = re.compile(r"^rope-base([0-9.eE+]+)$")
+
+
+def stack_of(scheme: str, depth: int, train_len: int) -> list[dict] | None:
+    """The layers of a stack scheme (``irope``, ``local-global``) for ``depth`` blocks trained
+    on ``train_len`` characters, or ``None`` for a scheme whose layers are all alike."""
+    from posenc.stacks import gemma3_stack, llama4_stack
+
+    local = max(1, train_len // 4)
+    if scheme == "irope":
+        return llama4_stack(depth, nope_every=4, base=10_000.0, rope_layout="half",
+                            chunk=local, qk_norm=False, floor_scale=float(local),
+                            attn_scale=0.1)
+    if scheme == "local-global":
+        return gemma3_stack(depth, window=local, local_base=10_000.0, global_base=1_000_000.0,
+                            global_factor=1.0, pattern=4)
+    # The single-change arms (:data:`STACK_ABLATIONS`): each differs from a mix above, or from
+    # the other, in one thing.
+    if scheme == "irope-notemp":      # irope without the temperature of its NoPE layer
+        return [{k: v for k, v in e.items()
+                 if k not in ("attn_temperature_tuning", "floor_scale", "attn_scale")}
+                for e in stack_of("irope", depth, train_len)]
+    if scheme == "rnope-swa":         # Yang et al.'s hybrid: windowed RoPE layers, full NoPE
+        return [({"position": "none"} if (i + 1) % 4 == 0 else
+                 {"position": "rope", "base": 10_000.0, "window": local})
+                for i in range(depth)]
+    if scheme == "local-global-1e4":  # local-global with the global layer's base at 10,000
+        return gemma3_stack(depth, window=local, local_base=10_000.0, global_base=10_000.0,
+                            global_factor=1.0, pattern=4)
+    return None
+
+
+def model_options(scheme: str, s: dict) -> tuple[str, dict]:
+    """``(position, Transformer options)`` of a lab scheme: a name of ``POSITIONS``, a stack
+    (:func:`stack_of`) or ``rope-base<B>`` (RoPE of base ``B``)."""
+    stack = stack_of(scheme, s["depth"], s["train_len"])
+    if stack is not None:
+        return "rope", {"stack": stack}
+    match = _ROPE_BASE.match(scheme)
+    if match:
+        return "rope", {"base": float(match.group(1))}
+    return scheme, {}
 
 
 def add_lm_arguments(group) -> None:
@@ -76,6 +146,11 @@ def add_lm_arguments(group) -> None:
     group.add_argument("--data-sha256", default=None,
                        help="refuse a corpus whose SHA-256 is not this (meta['data_sha256'] "
                             "of the run being repeated)")
+    group.add_argument("--stacks", action="store_true",
+                       help="stacks whose layers differ: schemes rope, none, irope, "
+                            "local-global at depth 4 (unless --schemes, --depth)")
+    group.add_argument("--rope-bases", type=float, nargs="+", default=None,
+                       help="add one RoPE scheme per base (rope-base<B>)")
 
 
 def add_arguments(parser) -> None:
@@ -86,8 +161,22 @@ def add_arguments(parser) -> None:
 
 
 def settings(args, quick=QUICK, default=DEFAULT, schemes=SCHEMES) -> dict:
+    stacks = getattr(args, "stacks", False)
+    if stacks:
+        quick, default = QUICK_STACKS, dict(default, depth=STACK_DEPTH)
+        schemes = STACK_SCHEMES
     chosen = sizes(args, quick, default, schemes)
     chosen["corpus"] = args.corpus
+    for base in getattr(args, "rope_bases", None) or ():
+        if not base > 1.0:
+            raise ValueError(f"{NAME}: rope_bases must be numbers above 1, got {base}; pass "
+                             "e.g. --rope-bases 100 1000 10000.")
+        name = f"rope-base{base:g}"
+        if name not in chosen["schemes"]:
+            chosen["schemes"].append(name)
+    if stacks or getattr(args, "rope_bases", None):
+        chosen["stacks"] = {scheme: model_options(scheme, chosen)[1]
+                            for scheme in chosen["schemes"] if model_options(scheme, chosen)[1]}
     stride = getattr(args, "eval_stride", None)
     if stride is not None:
         if stride < 1:
@@ -147,8 +236,10 @@ def eval_ids(valid_ids, s, longest: int):
 
 def train_lm(scheme, seed, s, ctx, train_ids, vocab_size, max_len):
     """Train one character LM; returns ``(model, fit result)``."""
-    model = ctx.runner.make_model(scheme, vocab_size, dim=s["dim"], depth=s["depth"],
-                                  heads=s["heads"], max_len=max_len, seed=seed)
+    position, options = model_options(scheme, s)
+    model = ctx.runner.make_model(position, vocab_size, dim=s["dim"], depth=s["depth"],
+                                  heads=s["heads"], max_len=max_len, seed=seed,
+                                  train_len=s["train_len"], **options)
     if s.get("token_init_std"):
         from posenc.experiments.controls import redraw_token_embedding
 

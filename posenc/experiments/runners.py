@@ -29,8 +29,11 @@ import time
 
 import numpy as np
 
+from posenc._checks import _error
+
 __all__ = ["BETAS", "EPSILON", "WEIGHT_DECAY", "CLIP_NORM", "learning_rate", "warmup_steps",
-           "Runner", "TorchRunner", "KerasRunner", "RUNNERS", "make_model", "count_parameters",
+           "Runner", "TorchRunner", "KerasRunner", "RUNNERS", "SCHEME_VARIANTS",
+           "variant_position", "adapt_variant", "make_model", "count_parameters",
            "split_rows"]
 
 #: AdamW's ``(beta_1, beta_2)`` in both runners.
@@ -82,6 +85,39 @@ def _old_position_weights(model) -> list:
     if hasattr(model, "position_parameters"):
         return list(model.position_parameters())
     return list(model.position_weights)
+
+
+#: Lab schemes that are a Transformer position with one setting changed once the model is
+#: built, each to the position it changes: ``fire-L`` is FIRE with its threshold ``L``
+#: started at the training length instead of ``FireBias``'s 512 (the value of the FIRE
+#: paper's code). The lab trains on 8 to 64 positions and tests up to 512, so with 512 every
+#: query has ``max(L, i) = L`` and the progressive interpolation never acts; from the
+#: training length, it acts on every query past it.
+SCHEME_VARIANTS = {"fire-L": "fire"}
+
+
+def variant_position(scheme: str) -> str:
+    """The Transformer position of lab scheme ``scheme`` (itself unless a variant)."""
+    return SCHEME_VARIANTS.get(scheme, scheme)
+
+
+def adapt_variant(layers, scheme: str, train_len: int | None) -> int:
+    """Make the change of variant ``scheme`` to the ``layers`` of a model built with its
+    position; returns the number of layers changed (0 for a scheme that is no variant)."""
+    if scheme not in SCHEME_VARIANTS:
+        return 0
+    if train_len is None or int(train_len) < 1:
+        raise _error("make_model", f"scheme={scheme!r} needs the training length, got "
+                     f"train_len={train_len!r}", "pass train_len, the length trained on")
+    changed = 0
+    for layer in layers:
+        if type(layer).__name__ == "FireBias":
+            layer.threshold = float(train_len)
+            changed += 1
+    if not changed:
+        raise _error("make_model", f"scheme={scheme!r} found no FireBias in the model",
+                     f"build it with position={SCHEME_VARIANTS[scheme]!r}")
+    return changed
 
 
 class Runner:
@@ -246,16 +282,20 @@ class TorchRunner(Runner):
                 dist.destroy_process_group()
 
     def make_model(self, scheme: str, vocab_size: int, *, dim: int = 64, depth: int = 2,
-                   heads: int = 4, max_len: int = 512, seed: int = 0, **options):
-        """The lab's causal Transformer with positional scheme ``scheme``, initialised from
-        ``seed`` (:class:`posenc.torch.attention.Transformer`)."""
+                   heads: int = 4, max_len: int = 512, seed: int = 0,
+                   train_len: int | None = None, **options):
+        """The lab's causal Transformer with positional scheme ``scheme`` (a position of the
+        Transformer or a variant of :data:`SCHEME_VARIANTS`, which needs ``train_len``),
+        initialised from ``seed`` (:class:`posenc.torch.attention.Transformer`)."""
         import torch
 
         from posenc.torch.attention import Transformer
 
         torch.manual_seed(seed)
-        return Transformer(vocab_size, dim=dim, depth=depth, heads=heads, causal=True,
-                           position=scheme, max_len=max_len, **options)
+        model = Transformer(vocab_size, dim=dim, depth=depth, heads=heads, causal=True,
+                            position=variant_position(scheme), max_len=max_len, **options)
+        adapt_variant(model.modules(), scheme, train_len)
+        return model
 
     def weights(self, model) -> list:
         """Every trainable weight of ``model``."""
@@ -395,8 +435,10 @@ class KerasRunner(Runner):
         """Nothing to end."""
 
     def make_model(self, scheme: str, vocab_size: int, *, dim: int = 64, depth: int = 2,
-                   heads: int = 4, max_len: int = 512, seed: int = 0, **options):
-        """The lab's causal Transformer with positional scheme ``scheme``, initialised from
+                   heads: int = 4, max_len: int = 512, seed: int = 0,
+                   train_len: int | None = None, **options):
+        """The lab's causal Transformer with positional scheme ``scheme`` (a position or a
+        variant of :data:`SCHEME_VARIANTS`, which needs ``train_len``), initialised from
         ``seed`` (:class:`posenc.keras.attention.Transformer`, built on a dummy batch so that
         it has weights).
 
@@ -411,14 +453,17 @@ class KerasRunner(Runner):
 
         keras.utils.set_random_seed(seed)
         model = Transformer(vocab_size, dim=dim, depth=depth, heads=heads, causal=True,
-                            position=scheme, max_len=max_len, **options)
+                            position=variant_position(scheme), max_len=max_len, **options)
         model(np.zeros((1, 8), dtype="int32"))
         if self.init_from_torch:
             from posenc.interop import copy_weights
 
             twin = TorchRunner().make_model(scheme, vocab_size, dim=dim, depth=depth,
-                                            heads=heads, max_len=max_len, seed=seed, **options)
+                                            heads=heads, max_len=max_len, seed=seed,
+                                            train_len=train_len, **options)
             copy_weights(twin, model)
+        adapt_variant(model._flatten_layers(include_self=True, recursive=True), scheme,
+                      train_len)
         return model
 
     def weights(self, model) -> list:
