@@ -73,6 +73,7 @@ bench: install
 	$(PY) benchmarks/bench_bias.py $(ARGS)
 	$(PY) benchmarks/bench_shaw.py $(ARGS)
 	$(PY) benchmarks/bench_rotary.py $(ARGS)
+	$(PY) benchmarks/bench_flex.py $(ARGS)
 
 clean:
 	rm -rf _build .pytest_cache

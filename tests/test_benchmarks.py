@@ -247,3 +247,22 @@ def test_the_committed_results_are_one_run_from_one_clean_commit():
     assert all("forward_median_ms" in r for r in rotary)
     assert {r["table"] for r in shaw} == {"shaw", "shaw-saving", "windowed"}
     assert all("median_ms" in r for r in shaw if r["table"] == "shaw")
+
+
+def test_bench_flex_records_each_method_equal_to_the_dense_bias(tmp_path):
+    results = run_script("bench_flex.py", tmp_path, "--schemes", "fox", "--eager-max-len", "64")
+    rows = results["rows"]
+    # the dense path and the compiled kernel at every length, eager flex_attention only up to
+    # --eager-max-len; each method's name survives the trip to its child ("flex, compiled")
+    assert {(r["scheme"], r["method"], r["L"]) for r in rows} == {
+        *(("fox", m, n) for m in ("dense", "flex, compiled") for n in (64, 128)),
+        ("fox", "flex", 64)}
+    assert results["meta"]["eager_max_len"] == 64
+    assert results["meta"]["tiny"] is True and results["meta"]["batch"] == 1
+    # the causal block mask of 64 or 128 keys is one block of 128: nothing skipped
+    assert {r["block_sparsity"] for r in rows} == {0.0}
+    for row in rows:
+        assert row["max_abs_diff"] < 1e-4
+        assert row["median_ms"] >= row["ms"] > 0 and row["peak_mib"] >= 0
+    assert results["meta"]["heads"] == 8 and results["meta"]["fox_dim"] == 512
+    assert results["meta"]["missed"] == []
