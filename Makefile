@@ -13,6 +13,8 @@ PY := $(ENV)/bin/python
 STAMP := $(ENV)/.posenc-installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONHASHSEED ?= 0
+# Chapters executed at a time (scripts/execute_notebooks.py) and pytest workers (pytest-xdist)
+JOBS ?= 2
 
 .PHONY: install test test-package test-notebooks nbval book test-site ipynb bench clean
 
@@ -31,17 +33,18 @@ install: $(STAMP)
 test: test-package test-notebooks
 
 # The whole suite with Keras on TensorFlow, then the tests that use the Keras face (marker `keras`,
-# tests/conftest.py) again on JAX and on PyTorch.
+# tests/conftest.py) again on JAX and on PyTorch; each spread over $(JOBS) processes (pytest-xdist).
 test-package: install
-	$(PY) -m pytest tests
-	KERAS_BACKEND=jax $(PY) -m pytest tests -m keras
-	KERAS_BACKEND=torch $(PY) -m pytest tests -m keras
+	$(PY) -m pytest tests -n $(JOBS)
+	KERAS_BACKEND=jax $(PY) -m pytest tests -m keras -n $(JOBS)
+	KERAS_BACKEND=torch $(PY) -m pytest tests -m keras -n $(JOBS)
 
 # Every notebook executed once, from scratch: the book is built from a clean _build (no cached
 # outputs), execution errors are fatal (`allow_errors: false` in _config.yml; with -W the failed
 # execution's warning fails the build, --keep-going reports every failing notebook first).
 test-notebooks: install
 	rm -rf _build
+	$(PY) scripts/execute_notebooks.py --jobs $(JOBS)
 	$(ENV)/bin/jupyter-book build . -W --keep-going
 	@echo "Every notebook ran; the site is in _build/html/index.html"
 
@@ -54,6 +57,7 @@ nbval: install
 # Notebooks run once and their outputs are cached: a rebuild re-executes only notebooks whose code
 # changed. The cache does not see changes to posenc: `make clean book` re-executes everything.
 book: install
+	$(PY) scripts/execute_notebooks.py --jobs $(JOBS)
 	$(ENV)/bin/jupyter-book build . -W --keep-going
 	@echo "The site is in _build/html/index.html"
 

@@ -23,7 +23,9 @@ def glue_run_time(start: float, device=None) -> None:
 
     Glues ``chapter_seconds`` (seconds since ``start``, a ``time.perf_counter()`` reading
     taken in the set-up cell) and ``machine`` (the number of CPU cores, and the GPU when
-    ``device`` is a CUDA ``torch.device``).
+    ``device`` is a CUDA ``torch.device``; and, when ``POSENC_BUILD_JOBS`` is above 1, that
+    the chapter shared them with chapters executed alongside, as
+    ``scripts/execute_notebooks.py`` runs them).
 
     Example:
         >>> import time
@@ -41,5 +43,8 @@ def glue_run_time(start: float, device=None) -> None:
         machine += f" and a {torch.cuda.get_device_name(device)} GPU"
     else:
         machine += ", no GPU used"
+    jobs = int(os.environ.get("POSENC_BUILD_JOBS", "1") or 1)
+    if jobs > 1:   # scripts/execute_notebooks.py ran this chapter beside others
+        machine += f", shared with {jobs - 1} other chapter{'s' * (jobs > 2)} running alongside"
     glue("chapter_seconds", time.perf_counter() - start)
     glue("machine", machine)

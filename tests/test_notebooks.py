@@ -157,7 +157,8 @@ def test_make_test_executes_every_notebook_once_from_scratch_with_errors_fatal()
         (ROOT / "Makefile").read_text().split("\ntest:", 1)[1].splitlines()[0])
     recipe = _make_recipe("test-notebooks")
     assert recipe[0] == "rm -rf _build"
-    assert any("jupyter-book build . -W" in line for line in recipe)
+    # the chapters run ahead, two at a time, into the clean cache; then the build reads them
+    assert "scripts/execute_notebooks.py" in recipe[1] and "jupyter-book build . -W" in recipe[2]
     # CI runs `make test` and checks the site it built, without a second execution
     ci = (ROOT / ".ci" / "run").read_text()
     assert "make test\n" in ci and "make test-site" in ci
@@ -228,3 +229,47 @@ def test_the_bibliography_lists_only_cited_works():
     assert not uncited, f"cite these works somewhere or remove them from references.bib: {uncited}"
     missing = _cited_keys() - _bib_keys()
     assert not missing, f"cited but not in references.bib: {missing}"
+
+
+def test_chapters_executed_ahead_are_found_by_the_build(tmp_path):
+    # scripts/execute_notebooks.py runs the chapters two at a time before `jupyter-book build`;
+    # the build uses a stored run only when the notebook MyST-NB reads hashes to the same key,
+    # so the script must read a chapter exactly as MyST-NB's Sphinx parser does
+    pytest.importorskip("myst_nb")
+    import sys
+
+    from jupyter_cache import get_cache
+    from myst_nb.core.config import NbParserConfig
+    from myst_nb.core.read import create_nb_reader
+    from myst_parser.config.main import MdParserConfig
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import execute_notebooks
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    assert execute_notebooks.chapters() == [ROOT / f"{name}.md" for name in _toc_files(TOC)
+                                            if name.startswith("notebooks/")]
+    source = SOURCES[0].read_text(encoding="utf-8")
+    header = source.split("\n---\n", 1)[0] + "\n---\n"
+    md = tmp_path / "chapter.md"
+    md.write_text(header + "\n# A chapter\n\n$x$ and a fence:\n\n```{code-cell} ipython3\n"
+                  ":tags: [remove-input]\n\nimport os\nprint(os.environ['POSENC_BUILD_JOBS'])\n```\n"
+                  "\n:::{note}\nA colon fence.\n:::\n", encoding="utf-8")
+    cache_dir = tmp_path / "cache"
+    assert not execute_notebooks.cached(md, cache_dir)
+    path, seconds, error = execute_notebooks.execute(str(md), 2, str(cache_dir))
+    assert error is None and seconds > 0
+    assert execute_notebooks.cached(md, cache_dir)
+    # what the build's parser reads (the book's MyST extensions) matches the stored run
+    md_config = MdParserConfig(enable_extensions=set(CONFIG["parse"]["myst_enable_extensions"]))
+    text = md.read_text(encoding="utf-8")
+    notebook = create_nb_reader(str(md), md_config, NbParserConfig(), text).read(text)
+    cache = get_cache(str(cache_dir))
+    _, merged = cache.merge_match_into_notebook(notebook)
+    outputs = [o for c in merged.cells if c.cell_type == "code" for o in c.outputs]
+    assert outputs[0]["text"].strip() == "2"
+    # a cell that raises is reported and not stored, so that the build runs it and fails
+    md.write_text(text.replace("print(", "raise RuntimeError("), encoding="utf-8")
+    assert execute_notebooks.execute(str(md), 1, str(cache_dir))[2] is not None
+    assert not execute_notebooks.cached(md, cache_dir)

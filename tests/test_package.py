@@ -163,10 +163,16 @@ def test_glue_run_time_glues_seconds_and_machine(monkeypatch):
 
     glued = {}
     monkeypatch.setattr(notebook, "glue", lambda name, value, display=False: glued.update({name: value}))
+    monkeypatch.delenv("POSENC_BUILD_JOBS", raising=False)
     notebook.glue_run_time(time.perf_counter() - 2.0)
     assert set(glued) == {"chapter_seconds", "machine"}
     assert 2.0 <= glued["chapter_seconds"] < 60.0
     assert glued["machine"] == f"{os.cpu_count()} CPU cores, no GPU used"
+    # executed beside other chapters (scripts/execute_notebooks.py --jobs 2), it says so
+    monkeypatch.setenv("POSENC_BUILD_JOBS", "2")
+    notebook.glue_run_time(time.perf_counter())
+    assert glued["machine"] == (f"{os.cpu_count()} CPU cores, no GPU used, shared with 1 other "
+                                "chapter running alongside")
 
 
 def test_package_docstring_names_every_module_and_only_real_ones():
