@@ -19,8 +19,9 @@ to ``len(inv_freq)``), and the arrangement says which ones
 A text token has ``t = h = w``: every pair reads the same position and the
 rotation is plain RoPE. :func:`mrope_positions` builds the ``(3, batch, seq)``
 positions of a batch of text, images and videos (the Qwen2-VL paper's rule,
-as transformers 4.x's ``get_rope_index`` of Qwen2-VL and Qwen2.5-VL; transformers
-5's with ``text_start="grid"``), with each row's decoding offset ``rope_deltas``; :func:`mrope_decode_positions` gives the positions of
+as in transformers 4.x's ``get_rope_index`` of Qwen2-VL and Qwen2.5-VL; the rule of
+transformers from 5.3, at least through 5.23, with ``text_start="grid"``), with each
+row's decoding offset ``rope_deltas``; :func:`mrope_decode_positions` gives the positions of
 the tokens generated after the prompt. The rotation itself is in the faces
 (``apply_mrope``), which reuse RoPE's own angles and rotation.
 """
@@ -198,10 +199,11 @@ def _grids(name: str, value, merge: int, *, what: str) -> list[tuple[int, int, i
     return out
 
 
-def _vision_block(start: int, grid, interval: float) -> np.ndarray:
-    """``(3, t * h * w)`` positions of one merged grid, row-major in ``(t, h, w)``."""
+def _vision_block(start: int, grid, interval) -> np.ndarray:
+    """``(3, t * h * w)`` positions of one merged grid, row-major in ``(t, h, w)``; the
+    times are truncated in the dtype of ``interval`` (float32 for absolute time)."""
     t, h, w = grid
-    times = np.trunc(np.arange(t) * interval).astype(np.int64)
+    times = np.trunc(np.arange(t).astype(np.asarray(interval).dtype) * interval).astype(np.int64)
     tt, hh, ww = np.meshgrid(times, np.arange(h), np.arange(w), indexing="ij")
     return np.stack([tt, hh, ww]).reshape(3, -1) + start
 
@@ -226,7 +228,8 @@ def mrope_positions(token_types, *, image_grid_thw=None, video_grid_thw=None,
     past that) instead of by its ``t * h * w`` tokens.
 
     ``rope_deltas[b] = max(positions of row b) + 1 - (real tokens of row b)``,
-    normally negative: the generated tokens, which are text, take
+    usually negative (an image advances the positions by at most its tokens;
+    a video under absolute time can advance them by more): the generated tokens, which are text, take
     ``c + rope_deltas`` (:func:`mrope_decode_positions`), where ``c`` counts
     the row's real tokens before them (transformers 5:
     ``attention_mask.cumsum(-1) - 1``). Using ``c`` alone continues from the
@@ -234,10 +237,12 @@ def mrope_positions(token_types, *, image_grid_thw=None, video_grid_thw=None,
     against the padded length instead and added it to ``cache_position``,
     which counts the padding: do not mix the two conventions.
 
-    With ``text_start="max"`` this is the paper's rule and transformers 4.x's
-    ``get_rope_index`` of Qwen2-VL and Qwen2.5-VL (``st_idx =
-    llm_pos_ids_list[-1].max() + 1``). ``text_start="grid"`` gives
-    transformers 5's rule, under which the block after a grid starts at
+    With ``text_start="max"`` this is the paper's rule and that of the Qwen
+    team's ``get_rope_index`` in transformers 4.x (``st_idx =
+    llm_pos_ids_list[-1].max() + 1``; the tests compare it with a frozen copy)
+    and up to 5.2. ``text_start="grid"`` gives the rule of transformers from
+    the 5.3 rewrite of ``get_rope_index`` (at least through 5.23), with no
+    stated reason, under which the block after a grid starts at
     ``s + max(h, w)`` even when the grid's temporal positions run past it (a
     video of more than ``max(h, w)`` grid steps, or Qwen2.5-VL's absolute
     times), so that the text that follows overlaps the video's times; the two
@@ -245,6 +250,12 @@ def mrope_positions(token_types, *, image_grid_thw=None, video_grid_thw=None,
     ``max(h, w)``. One more difference: consecutive grids with no text between
     them are read one after the other (Hugging Face's groups merge them; real
     prompts put a text token between).
+
+    Absolute times are computed as transformers 5.23 computes them from the
+    processor's float32 ``second_per_grid_ts``: ``interval = tokens_per_second
+    * second_per_grid_t`` rounded to float32, then ``trunc(i * interval)`` in
+    float32 (float64 would truncate some products differently, e.g. at
+    ``tokens_per_second=25``).
 
     Args:
         token_types: ints ``(batch, seq)``: 0 text, 1 image, 2 video (Hugging
@@ -265,9 +276,10 @@ def mrope_positions(token_types, *, image_grid_thw=None, video_grid_thw=None,
             ``tokens_per_second``.
         attention_mask: optional ``(batch, seq)``, 1 for real tokens and 0 for
             padding (left or right): positions count the real tokens only, and
-            padding gets position 0.
-        text_start: ``"max"`` (default; the paper, transformers 4.x) or
-            ``"grid"`` (transformers 5; see above).
+            padding gets position 0 (as transformers 5; 4.x gave it 1; either
+            is masked).
+        text_start: ``"max"`` (default; the paper, transformers 4.x to 5.2) or
+            ``"grid"`` (transformers from 5.3, at least through 5.23; see above).
 
     Returns:
         ``(positions, rope_deltas)``: int64 arrays ``(3, batch, seq)`` and
@@ -301,7 +313,7 @@ def mrope_positions(token_types, *, image_grid_thw=None, video_grid_thw=None,
     text_start = check_choice("text_start", text_start, TEXT_STARTS, what=what,
                               fix='"max" starts each block one past the largest position '
                                   'before it (the paper), "grid" at the last grid\'s start + '
-                                  "max(h, w) (transformers 5)")
+                                  "max(h, w) (transformers >= 5.3)")
     grids = {1: _grids("image_grid_thw", image_grid_thw, merge, what=what),
              2: _grids("video_grid_thw", video_grid_thw, merge, what=what)}
     videos = len(grids[2])
@@ -361,7 +373,7 @@ def mrope_positions(token_types, *, image_grid_thw=None, video_grid_thw=None,
                     grid = grids[kind][used[kind]]
                     interval = 1.0
                     if kind == 2 and tokens_per_second is not None:
-                        interval = tokens_per_second * seconds[used[kind]]
+                        interval = np.float32(tokens_per_second) * np.float32(seconds[used[kind]])
                     block = _vision_block(start, grid, interval)
                     blocks.append(block)
                     covered += block.shape[1]

@@ -365,6 +365,142 @@ def test_qwen2_5_vl_without_seconds_spaces_frames_by_tokens_per_second():
     np.testing.assert_array_equal(got, want.numpy())
 
 
+# A frozen copy of transformers 4.x's ``get_rope_index`` of Qwen2-VL and Qwen2.5-VL, the Qwen
+# team's reference for the paper's rule (``st_idx = llm_pos_ids_list[-1].max() + 1``), cut to
+# what the positions need: src/transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py at
+# https://github.com/huggingface/transformers/blob/00b676f8f0489b88652a31d70751cc540dd06305/
+# (Qwen2-VL's is the same loop without the times). Token ids are the token types, with a
+# vision-start token before each grid, as the processor writes them.
+_V4_START, _V4_IMAGE, _V4_VIDEO = 7, 1, 2
+
+
+def _v4_get_rope_index(input_ids, image_grid_thw=None, video_grid_thw=None,
+                       second_per_grid_ts=None, attention_mask=None, *, spatial_merge_size=2,
+                       tokens_per_second=None):
+    mrope_position_deltas = []
+    total_input_ids = input_ids
+    if attention_mask is None:
+        attention_mask = torch.ones_like(total_input_ids)
+    position_ids = torch.ones(3, input_ids.shape[0], input_ids.shape[1], dtype=input_ids.dtype)
+    image_index, video_index = 0, 0
+    for i, input_ids in enumerate(total_input_ids):
+        input_ids = input_ids[attention_mask[i] == 1]
+        vision_start_indices = torch.argwhere(input_ids == _V4_START).squeeze(1)
+        vision_tokens = input_ids[vision_start_indices + 1]
+        image_nums = (vision_tokens == _V4_IMAGE).sum()
+        video_nums = (vision_tokens == _V4_VIDEO).sum()
+        input_tokens = input_ids.tolist()
+        llm_pos_ids_list: list = []
+        st = 0
+        remain_images, remain_videos = image_nums, video_nums
+        for _ in range(image_nums + video_nums):
+            if _V4_IMAGE in input_tokens and remain_images > 0:
+                ed_image = input_tokens.index(_V4_IMAGE, st)
+            else:
+                ed_image = len(input_tokens) + 1
+            if _V4_VIDEO in input_tokens and remain_videos > 0:
+                ed_video = input_tokens.index(_V4_VIDEO, st)
+            else:
+                ed_video = len(input_tokens) + 1
+            if ed_image < ed_video:
+                t, h, w = image_grid_thw[image_index]
+                second_per_grid_t = 0
+                image_index += 1
+                remain_images -= 1
+                ed = ed_image
+            else:
+                t, h, w = video_grid_thw[video_index]
+                second_per_grid_t = (second_per_grid_ts[video_index]
+                                     if second_per_grid_ts is not None else 1.0)
+                video_index += 1
+                remain_videos -= 1
+                ed = ed_video
+            llm_grid_t, llm_grid_h, llm_grid_w = (
+                t.item(), h.item() // spatial_merge_size, w.item() // spatial_merge_size)
+            text_len = ed - st
+            st_idx = llm_pos_ids_list[-1].max() + 1 if len(llm_pos_ids_list) > 0 else 0
+            llm_pos_ids_list.append(torch.arange(text_len).view(1, -1).expand(3, -1) + st_idx)
+            range_tensor = torch.arange(llm_grid_t).view(-1, 1)
+            expanded_range = range_tensor.expand(-1, llm_grid_h * llm_grid_w)
+            if tokens_per_second is None:                    # Qwen2-VL: grid steps
+                t_index = expanded_range.flatten()
+            else:                                            # Qwen2.5-VL: seconds
+                second_per_grid_t = torch.as_tensor(second_per_grid_t, dtype=range_tensor.dtype)
+                t_index = (expanded_range * second_per_grid_t * tokens_per_second).long().flatten()
+            h_index = torch.arange(llm_grid_h).view(1, -1, 1).expand(llm_grid_t, -1, llm_grid_w).flatten()
+            w_index = torch.arange(llm_grid_w).view(1, 1, -1).expand(llm_grid_t, llm_grid_h, -1).flatten()
+            llm_pos_ids_list.append(torch.stack([t_index, h_index, w_index]) + text_len + st_idx)
+            st = ed + llm_grid_t * llm_grid_h * llm_grid_w
+        if st < len(input_tokens):
+            st_idx = llm_pos_ids_list[-1].max() + 1 if len(llm_pos_ids_list) > 0 else 0
+            text_len = len(input_tokens) - st
+            llm_pos_ids_list.append(torch.arange(text_len).view(1, -1).expand(3, -1) + st_idx)
+        llm_positions = torch.cat(llm_pos_ids_list, dim=1).reshape(3, -1)
+        position_ids[..., i, attention_mask[i] == 1] = llm_positions
+        mrope_position_deltas.append(llm_positions.max() + 1 - len(total_input_ids[i]))
+    return position_ids, torch.tensor(mrope_position_deltas).unsqueeze(1)
+
+
+def _v4_ids(types_):
+    """Token ids for the frozen copy: the types, with the text token before each run of
+    vision tokens made a vision-start token."""
+    ids = np.where(np.asarray(types_) == 0, 3, types_)
+    starts = (np.asarray(types_)[:, 1:] > 0) & (np.asarray(types_)[:, :-1] == 0)
+    ids[:, :-1][starts] = _V4_START
+    return torch.as_tensor(ids)
+
+
+@pytest.mark.parametrize("time", ["frames", "seconds"])
+def test_text_start_max_equals_transformers_4_where_the_rules_diverge(time):
+    # a long video (4 grid steps in a 2 x 2 grid, or 2 s per grid at 2 positions per second)
+    # after an image, left-padded beside a row of two images: the rules differ here
+    long_videos = [[4, 4, 4]]
+    row0 = sequence(("text", 3), ("image", 6), ("text", 2), ("video", 16), ("text", 4))
+    length = max(len(row0), len(ROW1)) + 2
+    types_, mask = np.zeros((2, length), np.int64), np.zeros((2, length), np.int64)
+    for b, row in enumerate((row0, ROW1)):
+        types_[b, length - len(row):], mask[b, length - len(row):] = row, 1
+    timing = {} if time == "frames" else dict(tokens_per_second=2)
+    seconds = None if time == "frames" else [2.0]
+    want, want_deltas = _v4_get_rope_index(
+        _v4_ids(types_), torch.as_tensor(IMAGES), torch.as_tensor(long_videos),
+        second_per_grid_ts=None if seconds is None else torch.as_tensor(seconds),
+        attention_mask=torch.as_tensor(mask), **timing)
+    kwargs = dict(image_grid_thw=IMAGES, video_grid_thw=long_videos, spatial_merge_size=2,
+                  attention_mask=mask, **timing)
+    if seconds is not None:
+        kwargs["second_per_grid_t"] = seconds
+    got, deltas = nm.mrope_positions(types_, **kwargs)
+    real = mask == 1
+    np.testing.assert_array_equal(got[:, real], want.numpy()[:, real])
+    # 4.x measured the delta against the padded length; ours counts the real tokens
+    np.testing.assert_array_equal(deltas - (~real).sum(-1), want_deltas.numpy().reshape(-1))
+    assert (want.numpy()[:, ~real] == 1).all() and (got[:, ~real] == 0).all()   # padding
+    grid, _ = nm.mrope_positions(types_, text_start="grid", **kwargs)
+    assert not np.array_equal(grid[:, real], got[:, real])      # where "grid" leaves them
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("tokens_per_second", [2, 25])
+def test_absolute_time_equals_transformers_on_non_dyadic_intervals(tokens_per_second):
+    # frame rates whose seconds per grid (2 / fps) have no exact binary form: transformers
+    # truncates the times in float32, and so does mrope_positions
+    hf = _hf_get_rope_index("qwen2_5_vl", 2, tokens_per_second=tokens_per_second)
+    for fps in (0.6, 0.75, 1.2, 1.5, 3.0, 6.0, 7.0, 12.0, 24.0):
+        for steps in (7, 23, 41):
+            row = sequence(("text", 2), ("video", steps * 4), ("text", 1))
+            t = torch.as_tensor([row])
+            want, want_deltas = hf(torch.zeros_like(t), t,
+                                   video_grid_thw=torch.as_tensor([[steps, 4, 4]]),
+                                   second_per_grid_ts=torch.as_tensor([2 / fps]))
+            got, deltas = nm.mrope_positions([row], video_grid_thw=[[steps, 4, 4]],
+                                             spatial_merge_size=2,
+                                             tokens_per_second=tokens_per_second,
+                                             second_per_grid_t=[2 / fps], text_start="grid")
+            np.testing.assert_array_equal(got, want.numpy())
+            np.testing.assert_array_equal(deltas, want_deltas.numpy().reshape(-1))
+
+
 def test_positions_of_a_mixed_sequence_by_hand():
     # text (2), a 1 x 2 x 3 image, text (1), a 2 x 2 x 2 video, text (1)
     row = sequence(("text", 2), ("image", 6), ("text", 1), ("video", 8), ("text", 1))
