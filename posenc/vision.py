@@ -24,8 +24,8 @@ Positions are given per call (any ``height x width``, no fixed table). With
 ``ref_grid=(H0, W0)`` (timm's ``ref_feat_shape``, EVA-02's fine-tuning rule) the
 positions are scaled by ``H0 / height`` and ``W0 / width``, so that a grid of another
 resolution spans the range the model was trained on. ``offset`` is added before the
-scaling (torchtune counts patches from 1; so do timm's Perception Encoder configs,
-``rope_grid_offset=1``).
+scaling (torchtune counts patches from 1; so do most of timm's Perception Encoder
+configs, ``rope_grid_offset=1``, all but the ``*_gigantic_*`` ones, which count from 0).
 
 Prefix tokens are left unrotated. That is the same as rotating them at position
 ``(0, 0)`` (the rotation by angle 0 is the identity): with ``offset=0`` a CLS token then
@@ -33,8 +33,8 @@ shares the angles of the first patch, with ``offset=1`` (torchtune) it sits one 
 and to the left of the grid. Prefix tokens come first; torchtune's default
 (``append_cls_token=True``) puts its CLS token *last*, a layout ``prefix_tokens`` does not
 express (rotate the patches alone and append the token), so ``posenc`` matches torchtune's
-``append_cls_token=False``. A CLS token's score with a patch varies with the patch's position
-either way, which is what a CLS token that pools the image wants.
+``append_cls_token=False``. Either way the CLS token's positional preference is anchored
+at position ``(0, 0)``.
 
 Layouts, within the rotated head: ``"interleaved"`` (default: timm, EVA-02, torchtune,
 Heo et al.'s complex form) pairs feature ``2j`` with ``2j + 1``; ``"half"`` pairs feature

@@ -191,6 +191,26 @@ def test_torchtune_convention_is_offset_one_columns_first(face):
 
 @reference
 @pytest.mark.parametrize("face", FACES)
+def test_keras_hub_sam3_convention_is_columns_first_interleaved(face):
+    """keras-hub's ``SAM3ViTRotaryEmbedding`` (Heo et al.'s convention, in Keras): patches
+    counted from 0, the column on the first pairs, interleaved pairs, base ``rope_theta``:
+    ``axis_order="wh"`` with ``base=rope_theta``, applied as SAM3's attention applies it."""
+    sam3 = pytest.importorskip("keras_hub.src.models.sam3.sam3_vision_encoder")
+    head_dim, (h, w), theta = 16, (3, 5), 100.0
+    layer = sam3.SAM3ViTRotaryEmbedding(theta, head_dim, end_x=w, end_y=h)
+    layer.build(None)
+    cos, sin = (np.asarray(keras.ops.convert_to_numpy(t), np.float64) for t in layer(None))
+    q = rng_q((2, 2, h * w, head_dim))
+    pairs = q.reshape(*q.shape[:-1], head_dim // 2, 2)
+    turned = np.stack((-pairs[..., 1], pairs[..., 0]), -1).reshape(q.shape)   # SAM3's pairwise
+    want = q * cos + turned * sin
+    got = rope_fn(face, q, (h, w), axis_order="wh", base=theta)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5)
+    assert np.abs(rope_fn(face, q, (h, w), base=theta) - want).max() > 0.1   # rows first: not SAM3
+
+
+@reference
+@pytest.mark.parametrize("face", FACES)
 def test_torchtune_default_puts_cls_last_which_prefix_tokens_cannot_express(face):
     """torchtune's default ``append_cls_token=True`` expects the CLS token *after* the
     patches: the same rotation as ``posenc`` on the patches alone with the CLS token appended

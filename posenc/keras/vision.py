@@ -70,10 +70,12 @@ def apply_vision_rope(x, grid, *, prefix_tokens: int = 0, ref_grid=None,
                       layout: str = "interleaved"):
     """Axial 2D RoPE on the patch tokens of a Vision Transformer, for any grid.
 
-    Heo et al. (ECCV 2024) and EVA-02: the first ``head_dim / 4`` feature pairs turn with
-    the patch's row, the next ``head_dim / 4`` with its column, each by
-    ``position * base^(-4j/head_dim)``; a score then depends only on the 2D offset
-    ``(dy, dx)`` between two patches. The first ``prefix_tokens`` tokens (CLS,
+    Heo et al. (ECCV 2024): half of the feature pairs turn with the patch's row, the
+    other half with its column, each by ``position * base^(-4j/head_dim)``. With the
+    default ``axis_order="hw"`` (EVA-02, timm's ``RotaryEmbeddingCat`` with
+    ``grid_indexing="ij"``) the row turns the first ``head_dim / 4`` pairs; Heo et al.'s
+    code and torchtune put the column first (``axis_order="wh"``). A score depends only
+    on the 2D offset ``(dy, dx)`` between two patches. The first ``prefix_tokens`` tokens (CLS,
     registers) are left unrotated, which is the same as rotating them at position
     ``(0, 0)``. With ``ref_grid`` the positions are scaled by ``ref_grid / grid`` on each
     axis (timm's ``ref_feat_shape``), so a grid of another resolution spans the trained
