@@ -1,8 +1,8 @@
 """Stacks whose layers differ (framework-free): per-layer schemes, windows, presets, latent attention.
 
 Today's decoders do not give every layer the same attention. Gemma 3 alternates
-five *local* layers (a sliding window of 1024 keys, RoPE with base 10,000) with
-one *global* layer (every key, RoPE with base 1,000,000 and a linear factor of 8
+five *local* layers (a sliding window of 1024 keys, 512 in the 1B model; RoPE with
+base 10,000) with one *global* layer (every key, RoPE with base 1,000,000 and a linear factor of 8
 after its long-context stage); Llama 4 turns three layers out of four with RoPE
 inside chunks of 8192 tokens and leaves every fourth layer without a positional
 encoding (NoPE), its queries scaled up with the position ("attention temperature
@@ -75,7 +75,8 @@ class LayerRule:
     Attributes:
         window: sliding window: a query sees itself and the ``window - 1`` keys before
             it (keys ``window`` or more positions back are masked; Hugging Face's
-            ``sliding_window``, Gemma 3's 1024); ``None``: every earlier key.
+            ``sliding_window``, Gemma 3's 1024, 512 in its 1B model); ``None``: every
+            earlier key.
         chunk: chunked attention (Llama 4's ``attention_chunk_size``, 8192): a query
             sees only the keys of its own chunk of ``chunk`` positions; ``None``: off.
         qk_norm: queries and keys divided by their root mean square over the head,
@@ -335,7 +336,8 @@ def gemma3_stack(depth: int, *, window: int = 1024, local_base: float = 10_000.0
     Face's ``layer_types`` and keras-hub's ``Gemma3Backbone``) attends to every key
     with RoPE of base ``global_base`` and, for the 4B, 12B and 27B models after their
     128K stage, positions interpolated by ``global_factor`` (a linear
-    ``rope_scaling``; 1.0 for none, as Gemma 3 1B). Gemma's other parts (the query
+    ``rope_scaling``; 1.0 for none, as Gemma 3 1B, whose released configs also use
+    ``window=512``). Gemma's other parts (the query
     and key RMS norms with weights, which replaced Gemma 2's soft-capping) are not
     positional and not here.
 
@@ -573,7 +575,11 @@ def deepseek_latent(**overrides) -> dict:
     128 heads of 128 unrotated and 64 rotated query/key features and 128 value features;
     the keys and values cached as one latent of 512 plus one shared rotated key of 64
     (576 numbers per token and layer, against 128 * (192 + 128) = 40,960 for plain
-    multi-head attention); YaRN with factor 40 over an original 4096 positions.
+    multi-head attention); YaRN with factor 40 over an original 4096 positions,
+    ``beta_fast`` 32 and ``beta_slow`` 1, ``mscale = mscale_all_dim = 1``.
+
+    References:
+        DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437 (sections 4.2 and 4.3).
 
     Example:
         >>> kw = deepseek_latent(dim=64, heads=2)

@@ -169,6 +169,25 @@ def test_presets_follow_gemma3_and_llama4():
 
 
 @pytest.mark.reference
+def test_llama4_preset_follows_transformers_llama4_text_config():
+    # Llama4TextConfig's defaults are Scout's: base, chunk, NoPE interval, QK norm, temperature
+    from transformers import Llama4TextConfig
+
+    config = Llama4TextConfig()
+    preset = stacks.llama4_stack(2 * config.no_rope_layer_interval)
+    parameters = config.rope_parameters or {}
+    rope_theta = parameters.get("rope_theta", getattr(config, "rope_theta", None))
+    assert preset[0]["base"] == rope_theta
+    assert preset[0]["chunk"] == config.attention_chunk_size
+    assert preset[0]["qk_norm"] == config.use_qk_norm
+    nope = [i for i, e in enumerate(preset) if e["position"] == "none"]
+    assert nope == [i for i in range(len(preset)) if (i + 1) % config.no_rope_layer_interval == 0]
+    assert preset[nope[0]]["floor_scale"] == config.floor_scale
+    assert preset[nope[0]]["attn_scale"] == config.attn_scale
+    assert config.attn_temperature_tuning
+
+
+@pytest.mark.reference
 def test_gemma3_stack_is_what_transformers_builds_for_gemma3():
     from transformers import Gemma3TextConfig
 
