@@ -172,10 +172,13 @@ def batch_mask(attention_mask=None, document_ids=None, *, causal: bool = False,
     return allowed
 
 
-def roberta_position_ids(input_ids, padding_idx: int, *, past_length: int = 0) -> np.ndarray:
+def roberta_position_ids(input_ids, padding_idx: int, *, past_length=0) -> np.ndarray:
     """RoBERTa's positions: real tokens count from ``padding_idx + 1``, pads get
     ``padding_idx`` (the table row that never trains), as Hugging Face's
     ``create_position_ids_from_input_ids``. The table has ``max_len + padding_idx + 1`` rows.
+    ``past_length``, an int or one count per row ``(batch,)``, is the number of real tokens
+    a cache holds already (Hugging Face passes the cache's slot count, shared by the rows,
+    which is right only for rows without cached pads).
 
     Example:
         >>> roberta_position_ids([[0, 5, 6, 1, 1]], padding_idx=1)
@@ -183,7 +186,9 @@ def roberta_position_ids(input_ids, padding_idx: int, *, past_length: int = 0) -
     """
     ids = np.asarray(input_ids)
     real = (ids != padding_idx).astype(np.int64)
-    return (np.cumsum(real, axis=-1) + past_length) * real + padding_idx
+    past = np.asarray(past_length, dtype=np.int64)
+    past = past.reshape(-1, 1) if past.ndim else past
+    return (np.cumsum(real, axis=-1) + past) * real + padding_idx
 
 
 # --------------------------------------------------------------------------- attention sinks

@@ -379,6 +379,22 @@ def test_roberta_position_ids_equal_hugging_face(face):
         assert (np32(BATCHES[face].roberta_position_ids(t, 1, past_length=past)) == want).all()
 
 
+@pytest.mark.parametrize("face", BOTH)
+def test_roberta_per_row_past_length_continues_a_left_padded_batch(face):
+    # two left-padded rows, then one decoding step: the step's position must continue each
+    # row's own count of real tokens, not the cache's slot count (Hugging Face's offset)
+    prompt = np.array([[1, 1, 1, 0, 7], [0, 5, 6, 7, 8]])
+    step = np.array([[9], [9]])
+    whole = rules.roberta_position_ids(np.concatenate([prompt, step], 1), 1)[:, -1:]
+    real = (prompt != 1).sum(-1)
+    t = (lambda a: torch.as_tensor(a)) if face == "torch" else (lambda a: a)
+    got = np32(BATCHES[face].roberta_position_ids(t(step), 1, past_length=t(real)))
+    assert (got == whole).all()
+    assert (rules.roberta_position_ids(step, 1, past_length=real) == whole).all()
+    slots = np32(BATCHES[face].roberta_position_ids(t(step), 1, past_length=prompt.shape[1]))
+    assert (slots[0] != whole[0]).all() and (slots[1] == whole[1]).all()
+
+
 @pytest.mark.reference
 def test_roberta_table_read_with_the_offset_equals_hugging_face_and_arange_does_not():
     from transformers import RobertaConfig

@@ -192,7 +192,7 @@ def positional_bias(layer, q_positions, k_positions):
                                                  "k_positions) method")
 
 
-def roberta_position_ids(input_ids, padding_idx: int, *, past_length: int = 0):
+def roberta_position_ids(input_ids, padding_idx: int, *, past_length=0):
     """RoBERTa's position ids: real tokens count from ``padding_idx + 1``, pads read row
     ``padding_idx`` (Hugging Face's ``create_position_ids_from_input_ids``).
 
@@ -203,7 +203,10 @@ def roberta_position_ids(input_ids, padding_idx: int, *, past_length: int = 0):
     Args:
         input_ids: int ``(batch, seq)``.
         padding_idx: the pad token's id (1 for RoBERTa), also the pads' table row.
-        past_length: real tokens before (decoding); default 0.
+        past_length: real tokens before (decoding): an int, or an int ``(batch,)`` tensor
+            of each row's real tokens in the cache (a left-padded batch: Hugging Face's
+            ``past_key_values_length`` is the cache's slot count, which counts the cached
+            pads); default 0.
 
     Returns:
         int32 tensor ``(batch, seq)``.
@@ -218,7 +221,9 @@ def roberta_position_ids(input_ids, padding_idx: int, *, past_length: int = 0):
     """
     ids = _tensor(input_ids)
     real = ops.cast(ops.not_equal(ids, padding_idx), "int32")
-    return (ops.cumsum(real, axis=-1) + int(past_length)) * real + int(padding_idx)
+    past = ops.cast(_tensor(past_length), "int32")
+    past = ops.reshape(past, (-1, 1)) if len(past.shape) else past
+    return (ops.cumsum(real, axis=-1) + past) * real + int(padding_idx)
 
 
 def rerotate_keys(keys, shift, inv_freq, *, layout: str = "half"):

@@ -184,7 +184,7 @@ def positional_bias(layer, q_positions, k_positions) -> torch.Tensor:
                                                  "k_positions) method")
 
 
-def roberta_position_ids(input_ids, padding_idx: int, *, past_length: int = 0) -> torch.Tensor:
+def roberta_position_ids(input_ids, padding_idx: int, *, past_length=0) -> torch.Tensor:
     """RoBERTa's position ids: real tokens count from ``padding_idx + 1``, pads read row
     ``padding_idx`` (Hugging Face's ``create_position_ids_from_input_ids``).
 
@@ -195,7 +195,10 @@ def roberta_position_ids(input_ids, padding_idx: int, *, past_length: int = 0) -
     Args:
         input_ids: int ``(batch, seq)``.
         padding_idx: the pad token's id (1 for RoBERTa), also the pads' table row.
-        past_length: real tokens before (decoding); default 0.
+        past_length: real tokens before (decoding): an int, or an int ``(batch,)`` tensor
+            of each row's real tokens in the cache (a left-padded batch: Hugging Face's
+            ``past_key_values_length`` is the cache's slot count, which counts the cached
+            pads); default 0.
 
     Returns:
         int64 tensor ``(batch, seq)``.
@@ -209,7 +212,9 @@ def roberta_position_ids(input_ids, padding_idx: int, *, past_length: int = 0) -
     """
     ids = _tensor(input_ids)
     real = (ids != padding_idx).long()
-    return (real.cumsum(-1) + int(past_length)) * real + int(padding_idx)
+    past = _tensor(past_length).long().to(ids.device)
+    past = past.reshape(-1, 1) if past.dim() else past
+    return (real.cumsum(-1) + past) * real + int(padding_idx)
 
 
 def rerotate_keys(keys, shift, inv_freq, *, layout: str = "half") -> torch.Tensor:
