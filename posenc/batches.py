@@ -17,7 +17,7 @@ the slots of the row:
 This module holds the rules as NumPy references (:func:`mask_positions`,
 :func:`document_positions`, :func:`batch_mask`, :func:`roberta_position_ids`),
 the argument checks both faces share, and the bookkeeping of an attention-sink
-cache (:func:`sink_plan`, StreamingLLM). The faces' ``posenc/torch/batches.py``
+cache (:func:`sink_plan`, :func:`sink_entries`, StreamingLLM). The faces' ``posenc/torch/batches.py``
 and ``posenc/keras/batches.py`` compute the same in each framework, and their
 ``MultiHeadAttention`` and ``Transformer`` take ``attention_mask=`` and
 ``document_ids=``.
@@ -35,7 +35,7 @@ import numpy as np
 from posenc._checks import _error, check_int, check_integer_dtype, check_rank
 
 __all__ = ["mask_positions", "document_positions", "batch_mask", "roberta_position_ids",
-           "sink_plan", "check_attention_mask", "check_mask_values", "check_document_ids",
+           "sink_plan", "sink_entries", "check_attention_mask", "check_mask_values", "check_document_ids",
            "check_cache_rows"]
 
 
@@ -217,3 +217,29 @@ def sink_plan(length: int, sink: int, window: int, *, what: str = "sink_cache"):
                        fix="keep at least one recent token")
     evicted = max(0, length - sink - window + 1)
     return evicted, -evicted
+
+
+def sink_entries(entered, start: int, length: int):
+    """Where each key of an attention-sink cache entered it, and how far it has moved since.
+
+    The cache keeps every key as it was rotated when it entered, at the place it took then,
+    and turns it, at each step, once by its whole shift to its place now: turning the kept
+    keys by ``-evicted`` at every slide instead would round each key once per turn, and in
+    bfloat16 a key that stays a window long would drift further than its own size.
+
+    Args:
+        entered: ``(start,)`` ints, the cached keys' places at entry (``None``: empty cache).
+        start, length: the cache's length before and after this step's keys.
+
+    Returns:
+        ``(entered, shift)``: ``(length,)`` ints each, the places at entry, the new keys'
+        being ``start .. length - 1``, and ``place now - place at entry`` (0 or negative).
+
+    Example:
+        >>> entered, shift = sink_entries(np.array([0, 1, 5, 6]), 4, 5)
+        >>> entered.tolist(), shift.tolist()
+        ([0, 1, 5, 6, 4], [0, 0, -3, -3, 0])
+    """
+    new = np.arange(start, length)
+    entered = new if entered is None else np.concatenate([np.asarray(entered), new])
+    return entered, np.arange(length) - entered

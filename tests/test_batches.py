@@ -477,6 +477,40 @@ def test_counter_check_a_sink_cache_without_rerotation(face, monkeypatch):
     assert np.abs(out - run(face, m, kept[None])[0, -1]).max() > 1e-3
 
 
+@pytest.mark.parametrize("face", BOTH)
+def test_a_bfloat16_sink_cache_turns_each_key_once_and_does_not_drift(face):
+    """A key that stays in the cache a whole window is not turned once per slide (each turn
+    a rounding: in bfloat16 the error would pass the key's own size within a few hundred
+    slides) but once, from its rotation at entry, to its place now."""
+    # a long window in PyTorch; a shorter one in Keras, where JAX compiles each new length
+    sink, window, head_dim = 4, (300 if face == "torch" else 48), 64
+    steps = window + 200 if face == "torch" else 2 * window
+    m = FACES[face].Transformer(VOCAB, dim=head_dim, heads=1, depth=1, position="rope")
+    layer = BATCHES[face].sink_cache(m, sink=sink, window=window).layers[0]
+    inv_freq = m.blocks[0].attention.rotary._inv_freq
+    raw = np.random.default_rng(3).normal(size=(1, 1, steps, head_dim)).astype(np.float32)
+    if face == "torch":
+        conv, cast = torch.as_tensor, (lambda x: x.to(torch.bfloat16))
+        concat = lambda t: torch.cat(t, dim=-2)          # noqa: E731
+    else:
+        from keras import ops
+
+        conv, cast = ops.convert_to_tensor, (lambda x: ops.cast(x, "bfloat16"))
+        concat = lambda t: ops.concatenate(t, axis=-2)   # noqa: E731
+    ids, worst = [], 0.0
+    for t in range(steps):
+        key = FACES[face].apply_rope(conv(raw[..., t:t + 1, :]), conv(np.array([layer.length])),
+                                     inv_freq)
+        keys, _ = layer.append(cast(key), cast(conv(raw[..., t:t + 1, :])), concat)
+        ids.append(t)
+        want = FACES[face].apply_rope(conv(raw[..., ids, :]), conv(np.arange(len(ids))), inv_freq)
+        worst = max(worst, float(np.abs(np32(keys) - np32(want)).max()))
+        evicted, _ = rules.sink_plan(len(ids), sink, window)
+        ids = ids[:sink] + ids[sink + evicted:]
+    assert layer.evicted == steps - (sink + window - 1)
+    assert worst < 0.05 * np.abs(raw).max()      # bfloat16's rounding of one or two turns
+
+
 # --------------------------------------------------------------------------- LongRoPE
 
 LONGROPE = {"rope_type": "longrope", "short_factor": [1.0, 1.0, 1.0, 1.0],

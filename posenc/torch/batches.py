@@ -13,6 +13,7 @@ they get ``attention_mask=`` or ``document_ids=``.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from posenc import batches as rules
@@ -252,28 +253,34 @@ def rerotate_keys(keys, shift, inv_freq, *, layout: str = "half") -> torch.Tenso
 
 
 class _SinkLayerCache(LayerCache):
-    """A layer's cache that keeps ``sink`` first keys and ``window`` recent ones, the recent
-    ones re-rotated to their new places when the window slides."""
+    """A layer's cache that keeps ``sink`` first keys and ``window`` recent ones. Each key is
+    stored as it was rotated when it entered (``entered``: its place then) and turned once,
+    at every step, by its whole shift to its place now (:func:`posenc.batches.sink_entries`),
+    so it carries two roundings however long it stays."""
 
     def __init__(self, sink: int, window: int, rotary):
         super().__init__()
         self.sink, self.window, self.rotary = sink, window, rotary
         self.evicted = 0
+        self.entered = None
 
     def append(self, keys, values, concatenate):
-        keys, values = super().append(keys, values, concatenate)
-        full_keys, full_values = keys, values          # this step attends them all
-        evicted, shift = rules.sink_plan(self.length, self.sink, self.window)
+        start = self.length
+        keys, values = super().append(keys, values, concatenate)   # as rotated at entry
+        self.entered, shift = rules.sink_entries(self.entered, start, self.length)
+        full_keys = keys                               # this step attends them all ...
+        if self.rotary is not None and shift.any():    # ... each turned to its place now
+            full_keys = rerotate_keys(keys, torch.as_tensor(shift, device=keys.device),
+                                      torch.as_tensor(self.rotary._inv_freq),
+                                      layout=self.rotary.layout)
+        evicted, _ = rules.sink_plan(self.length, self.sink, self.window)
         if evicted:
-            recent_k, recent_v = keys[..., self.sink + evicted:, :], values[..., self.sink + evicted:, :]
-            if self.rotary is not None:
-                recent_k = rerotate_keys(recent_k, shift, torch.as_tensor(self.rotary._inv_freq),
-                                         layout=self.rotary.layout)
-            keys = concatenate((keys[..., :self.sink, :], recent_k))
-            values = concatenate((values[..., :self.sink, :], recent_v))
-            self.keys, self.values = keys, values      # stored for the next step
+            kept = self.sink + evicted
+            self.keys = concatenate((keys[..., :self.sink, :], keys[..., kept:, :]))
+            self.values = concatenate((values[..., :self.sink, :], values[..., kept:, :]))
+            self.entered = np.concatenate([self.entered[:self.sink], self.entered[kept:]])
             self.evicted += evicted
-        return full_keys, full_values
+        return full_keys, values
 
 
 def sink_cache(model, *, sink: int = 4, window: int = 1020):
@@ -282,9 +289,11 @@ def sink_cache(model, *, sink: int = 4, window: int = 1020):
 
     Each query attends the ``sink`` first keys and the ``window`` most recent ones, itself
     included, at their places in the cache (a new token sits at ``sink + window - 1`` at
-    most); when the window slides, the recent keys, rotated at their old places, are
-    re-rotated to the new ones (:func:`rerotate_keys`; RoPE only: a bias scheme reads ``cache.length`` and
-    needs nothing). Unpadded batches only.
+    most); when the window slides, the recent keys move to lower places: each is kept as it
+    was rotated when it entered and turned once, at every step, by its whole shift since
+    then (:func:`rerotate_keys`; RoPE only: a bias scheme reads ``cache.length`` and needs
+    nothing), never turned again and again, whose roundings would add up in bfloat16.
+    Unpadded batches only.
 
     Args:
         model: a causal ``Transformer``.
