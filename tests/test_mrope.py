@@ -266,15 +266,21 @@ def test_positions_equal_transformers_qwen2_vl_get_rope_index(pad_left):
         np.testing.assert_array_equal(deltas, want_deltas.numpy().reshape(-1))
 
 
-@pytest.mark.reference
-def test_a_long_video_is_where_transformers_5_leaves_the_paper():
-    # 4 grid steps in a 2 x 2 grid: the temporal positions run past max(h, w) = 2
-    long_videos = [[4, 4, 4]]
+def _long_video_batch():
+    """A long video (4 grid steps in a 2 x 2 grid) after an image, left-padded beside ROW1:
+    ``(video_grid_thw, token types, attention mask)``."""
     row0 = sequence(("text", 3), ("image", 6), ("text", 2), ("video", 16), ("text", 4))
     length = max(len(row0), len(ROW1)) + 2
     types_, mask = np.zeros((2, length), np.int64), np.zeros((2, length), np.int64)
     for b, row in enumerate((row0, ROW1)):
         types_[b, length - len(row):], mask[b, length - len(row):] = row, 1
+    return [[4, 4, 4]], types_, mask
+
+
+@pytest.mark.reference
+def test_a_long_video_is_where_transformers_5_leaves_the_paper():
+    # 4 grid steps in a 2 x 2 grid: the temporal positions run past max(h, w) = 2
+    long_videos, types_, mask = _long_video_batch()
     hf = _hf_get_rope_index("qwen2_vl", 2)
     want, want_deltas = hf(torch.zeros_like(torch.as_tensor(types_)), torch.as_tensor(types_),
                            image_grid_thw=torch.as_tensor(IMAGES),
@@ -454,12 +460,7 @@ def _v4_ids(types_):
 def test_text_start_max_equals_transformers_4_where_the_rules_diverge(time):
     # a long video (4 grid steps in a 2 x 2 grid, or 2 s per grid at 2 positions per second)
     # after an image, left-padded beside a row of two images: the rules differ here
-    long_videos = [[4, 4, 4]]
-    row0 = sequence(("text", 3), ("image", 6), ("text", 2), ("video", 16), ("text", 4))
-    length = max(len(row0), len(ROW1)) + 2
-    types_, mask = np.zeros((2, length), np.int64), np.zeros((2, length), np.int64)
-    for b, row in enumerate((row0, ROW1)):
-        types_[b, length - len(row):], mask[b, length - len(row):] = row, 1
+    long_videos, types_, mask = _long_video_batch()
     timing = {} if time == "frames" else dict(tokens_per_second=2)
     seconds = None if time == "frames" else [2.0]
     want, want_deltas = _v4_get_rope_index(
