@@ -5,8 +5,9 @@ first, ``--jobs`` at a time, each in its own kernel, exactly as MyST-NB would (t
 reader, the notebook's own folder as the working directory, the timeout of ``_config.yml``,
 errors fatal), and stores each executed notebook in the cache that the build reads
 (``execute.cache`` in ``_config.yml``). The build then finds every chapter there and
-executes nothing again; a chapter this script could not run is left out of the cache, so
-the build runs it and reports its error too.
+executes nothing again. A chapter this script could not run is left out of the cache (a
+later build runs it again and reports it), and the script exits 1 once every chapter has
+run, printing each failure's traceback, so ``make test`` stops before the build.
 
     python scripts/execute_notebooks.py --jobs 2          # every chapter of _toc.yml
     python scripts/execute_notebooks.py notebooks/07_rope.md
@@ -14,7 +15,7 @@ the build runs it and reports its error too.
 Chapters named with ``--alone`` (those that time things live) run after the others, one
 at a time, so that nothing shares the machine with them. Each kernel sees
 ``POSENC_BUILD_JOBS``, so a chapter reports that its run time was measured beside another
-chapter's. Exits 1, after every chapter has run, if any failed.
+chapter's.
 """
 
 from __future__ import annotations
