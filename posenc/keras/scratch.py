@@ -17,10 +17,11 @@ from keras import ops
 
 
 def self_attention(x, w_q, w_k, w_v, causal=False):
-    """One head of self-attention, softmax(x W_q (x W_k)^T / sqrt(d_k)) x W_v, on (..., n, d)."""
+    """One head of self-attention on x of shape (..., n, d):
+    softmax(x W_q (x W_k)^T / sqrt(d_k)) x W_v."""
     q, k, v = ops.matmul(x, w_q), ops.matmul(x, w_k), ops.matmul(x, w_v)
-    scores = ops.matmul(q, ops.swapaxes(k, -1, -2)) / q.shape[-1] ** 0.5   # (..., n, n)
-    if causal:                                                  # token i sees tokens j <= i only
+    scores = ops.matmul(q, ops.swapaxes(k, -1, -2)) / q.shape[-1] ** 0.5  # (..., n, n)
+    if causal:                                  # token i sees tokens j <= i only
         n = ops.shape(scores)[-1]
         future = ops.arange(n)[None, :] > ops.arange(n)[:, None]
         scores = ops.where(future, float("-inf"), scores)
@@ -29,24 +30,36 @@ def self_attention(x, w_q, w_k, w_v, causal=False):
 
 def permutation_gap(attend, x, perm):
     """Largest |attend(x[perm]) - attend(x)[perm]| over the rows (seq axis -2) of x."""
-    return ops.max(ops.abs(attend(ops.take(x, perm, axis=-2)) - ops.take(attend(x), perm, axis=-2)))
+    permuted_first = attend(ops.take(x, perm, axis=-2))
+    permuted_after = ops.take(attend(x), perm, axis=-2)
+    return ops.max(ops.abs(permuted_first - permuted_after))
 
 
 # Chapter 2
 
 
 def sinusoidal(positions, dim, base=10000.0, dtype="float64"):
-    """PE[p, 2i] = sin(p w_i), PE[p, 2i+1] = cos(p w_i), w_i = base^(-2i/dim); angles in dtype."""
-    inv_freq = ops.power(base, -ops.arange(0, dim, 2, dtype=dtype) / dim)   # (dim/2,)
-    angles = ops.cast(positions, dtype)[:, None] * inv_freq                  # (n, dim/2)
-    pe = ops.stack((ops.sin(angles), ops.cos(angles)), axis=-1)              # (n, dim/2, 2)
+    """PE[p, 2i] = sin(p w_i), PE[p, 2i+1] = cos(p w_i), w_i = base^(-2i/dim).
+
+    The angles p w_i are computed in dtype and the result is rounded to float32.
+
+    On the JAX backend the angles are float32 whatever dtype says: JAX has no float64
+    unless jax_enable_x64 is set, and keras.ops.sin and keras.ops.cos return float32
+    there even for a float64 input (Keras 3.15). posenc.keras.sinusoidal computes the
+    table on the host, in NumPy, instead.
+    """
+    inv_freq = ops.power(base, -ops.arange(0, dim, 2, dtype=dtype) / dim)  # (dim/2,)
+    angles = ops.cast(positions, dtype)[:, None] * inv_freq                # (n, dim/2)
+    pe = ops.stack((ops.sin(angles), ops.cos(angles)), axis=-1)        # (n, dim/2, 2)
     return ops.cast(ops.reshape(pe, (-1, dim)), "float32")
 
 
 def shift_matrix(k, dim, base=10000.0):
-    """M_k, the (dim, dim) block rotation with PE(p + k) = M_k PE(p) (column vectors)."""
+    """M_k, the (dim, dim) block rotation with PE(p + k) = M_k PE(p), column vectors."""
     angle = k * ops.power(base, -ops.arange(0, dim, 2, dtype="float64") / dim)
     c, s = ops.cos(angle), ops.sin(angle)
+    # block i is [[c_i, s_i], [-s_i, c_i]] on rows and columns 2i, 2i+1: c_i twice on
+    # the diagonal, s_i above it at (2i, 2i+1), -s_i below it, zeros between blocks
     off = ops.reshape(ops.stack((s, ops.zeros_like(s)), axis=-1), (dim,))[:-1]
     return ops.diag(ops.repeat(c, 2)) + ops.diag(off, 1) - ops.diag(off, -1)
 

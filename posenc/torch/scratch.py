@@ -17,11 +17,13 @@ import torch
 
 
 def self_attention(x, w_q, w_k, w_v, causal=False):
-    """One head of self-attention, softmax(x W_q (x W_k)^T / sqrt(d_k)) x W_v, on (..., n, d)."""
+    """One head of self-attention on x of shape (..., n, d):
+    softmax(x W_q (x W_k)^T / sqrt(d_k)) x W_v."""
     q, k, v = x @ w_q, x @ w_k, x @ w_v
     scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5       # (..., n, n)
-    if causal:                                                  # token i sees tokens j <= i only
-        future = torch.ones(scores.shape[-2:], dtype=torch.bool, device=x.device).triu(1)
+    if causal:                                  # token i sees tokens j <= i only
+        n = scores.shape[-1]
+        future = torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1)
         scores = scores.masked_fill(future, float("-inf"))
     return torch.softmax(scores, dim=-1) @ v
 
@@ -35,7 +37,10 @@ def permutation_gap(attend, x, perm):
 
 
 def sinusoidal(positions, dim, base=10000.0, dtype=torch.float64):
-    """PE[p, 2i] = sin(p w_i), PE[p, 2i+1] = cos(p w_i), w_i = base^(-2i/dim); angles in dtype."""
+    """PE[p, 2i] = sin(p w_i), PE[p, 2i+1] = cos(p w_i), w_i = base^(-2i/dim).
+
+    The angles p w_i are computed in dtype and the result is rounded to float32.
+    """
     inv_freq = base ** (-torch.arange(0, dim, 2, dtype=dtype) / dim)   # (dim/2,)
     angles = positions.to(dtype)[:, None] * inv_freq                    # (n, dim/2)
     pe = torch.stack((angles.sin(), angles.cos()), dim=-1)              # (n, dim/2, 2)
@@ -43,9 +48,11 @@ def sinusoidal(positions, dim, base=10000.0, dtype=torch.float64):
 
 
 def shift_matrix(k, dim, base=10000.0):
-    """M_k, the (dim, dim) block rotation with PE(p + k) = M_k PE(p) (column vectors)."""
+    """M_k, the (dim, dim) block rotation with PE(p + k) = M_k PE(p), column vectors."""
     angle = k * base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
     c, s = angle.cos(), angle.sin()
+    # block i is [[c_i, s_i], [-s_i, c_i]] on rows and columns 2i, 2i+1: c_i twice on
+    # the diagonal, s_i above it at (2i, 2i+1), -s_i below it, zeros between blocks
     off = torch.stack((s, torch.zeros_like(s)), dim=-1).reshape(dim)[:-1]
     return torch.diag(c.repeat_interleave(2)) + torch.diag(off, 1) - torch.diag(off, -1)
 
