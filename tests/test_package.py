@@ -215,3 +215,126 @@ def test_every_public_keras_layer_is_registered_under_its_own_name():
                     if keras.saving.get_registered_name(cls) != f"posenc>{cls.__name__}"
                     or keras.saving.get_registered_object(f"posenc>{cls.__name__}") is not cls]
     assert not unregistered, f"not registered under posenc>Name: {unregistered}"
+
+
+# The README against the repository: what it lists is read from the package, and each face's
+# snippet runs with that face's extra alone.
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+
+
+def _readme_section(start: str, end: str) -> str:
+    assert start in README and end in README, f"README.md has lost {start!r} or {end!r}"
+    return README.split(start, 1)[1].split(end, 1)[0]
+
+
+def _readme_python(marker: str) -> str:
+    """The README's ```python block that contains ``marker``."""
+    import re
+
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", README, re.S) if marker in b]
+    assert len(blocks) == 1, f"README.md has {len(blocks)} python blocks with {marker!r}"
+    return blocks[0]
+
+
+def test_readme_lists_the_position_schemes_of_the_registry():
+    import re
+
+    from posenc.attention import POSITIONS
+
+    listed = _readme_section("`python -c \"import posenc.attention as a; print(*a.POSITIONS)\"` "
+                             "prints:", ".\n")
+    assert re.findall(r"`(\w+)`", listed) == list(POSITIONS), (
+        "README.md's list of position schemes differs from posenc.attention.POSITIONS: "
+        "list every name of the registry, in its order")
+
+
+def test_readme_names_every_module_of_the_package():
+    import re
+
+    named = set(re.findall(r"`(\w+)`", _readme_section("### What is in the package", "### The lab")))
+    package = ROOT / "posenc"
+    modules = {p.stem for p in package.glob("*.py")} | {
+        p.stem for face in ("torch", "keras") for p in (package / face).glob("*.py")} | {
+        p.name for p in package.iterdir() if (p / "__init__.py").exists()} - {"torch", "keras"}
+    missing = sorted(m for m in modules if not m.startswith("_") and m not in named)
+    assert not missing, f"README.md's 'What is in the package' does not name {missing}"
+
+
+def test_readme_lists_every_extra():
+    import re
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    rows = re.findall(r"^\| `([\w-]+)` \|", _readme_section("| extra |", "**PyTorch.**"), re.M)
+    assert sorted(rows) == sorted(extras), "README.md's table of extras differs from pyproject.toml's"
+
+
+def test_readme_lists_every_chapter_in_order():
+    import re
+
+    import yaml
+
+    def files(node):
+        if isinstance(node, dict):
+            return [v for k, v in node.items() if k == "file"] + [
+                f for k, v in node.items() if k != "file" for f in files(v)]
+        return [f for item in node for f in files(item)] if isinstance(node, list) else []
+
+    chapters = [f for f in files(yaml.safe_load((ROOT / "_toc.yml").read_text()))
+                if f.startswith("notebooks/")]
+    table = re.findall(r"^\| \d+ \| \[[^]]+\]\((notebooks/\w+)\.md\)", README, re.M)
+    assert table == chapters, "README.md's chapter table differs from _toc.yml's chapters"
+
+
+# Each face with the other framework (and the optional packages) made unimportable: an entry
+# of None in sys.modules makes `import name` raise ImportError.
+_OPTIONAL = ("matplotlib", "tqdm", "IPython", "myst_nb", "transformers", "keras_hub")
+
+
+def _run_blocked(code: str, blocked: tuple, backend: str | None = None) -> str:
+    import os
+
+    prelude = ("import sys\n"
+               f"for name in {blocked!r}:\n"
+               "    sys.modules[name] = None\n")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    if backend is not None:
+        env["KERAS_BACKEND"] = backend
+    out = subprocess.run([sys.executable, "-c", prelude + code], capture_output=True, text=True,
+                         env=env, cwd=ROOT)
+    assert out.returncode == 0, f"failed with {blocked} unimportable:\n{out.stderr[-3000:]}"
+    return out.stdout
+
+
+_EVERY_MODULE = """
+import importlib, pkgutil
+import posenc, posenc.{face}
+for module in pkgutil.walk_packages(posenc.__path__, "posenc."):
+    if not module.name.startswith("posenc.{other}"):
+        importlib.import_module(module.name)
+"""
+
+
+def test_the_pytorch_face_and_its_readme_snippet_need_no_keras():
+    """`pip install "posenc[torch]"` is enough for the PyTorch face (and posenc's framework-free
+    modules) and for the README's PyTorch snippet."""
+    code = (_EVERY_MODULE.format(face="torch", other="keras") + _readme_python("import posenc.torch")
+            + "\nprint(tuple(pe.shape), tuple(logits.shape))")
+    out = _run_blocked(code, ("keras", "tensorflow", "jax") + _OPTIONAL)
+    assert out.split("\n")[-2] == "(2048, 512) (2, 16, 100)"
+
+
+@pytest.mark.parametrize("backend, other", [("tensorflow", "jax"), ("jax", "tensorflow")])
+def test_the_keras_face_and_its_readme_snippet_need_no_torch(backend, other):
+    """`pip install "posenc[tensorflow]"` (or `[jax]`) is enough for the Keras face and for the
+    README's Keras snippet, on that backend."""
+    pytest.importorskip(backend)
+    snippet = _readme_python("import posenc.keras")
+    assert 'os.environ["KERAS_BACKEND"] = "tensorflow"' in snippet
+    snippet = snippet.replace('= "tensorflow"', f'= "{backend}"')
+    code = (snippet + _EVERY_MODULE.format(face="keras", other="torch")
+            + "\nprint(keras.backend.backend(), tuple(pe.shape), tuple(logits.shape))")
+    out = _run_blocked(code, ("torch", other) + _OPTIONAL, backend=backend)
+    assert out.split("\n")[-2] == f"{backend} (2048, 512) (2, 16, 100)"
