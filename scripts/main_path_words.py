@@ -19,7 +19,9 @@ Usage::
     python scripts/main_path_words.py --check              # exit 1 past the limits
 
 ``--check`` fails when a chapter's main path passes ``--max`` words (3,500) or the
-median over the files given passes ``--median`` words (3,000).
+median over the chapters given passes ``--median`` words (3,000). Companion pages
+(``NN_name_evidence.md``) are listed but not held to the limits. In a tab set only the
+first tab counts toward the main path (the page opens on it).
 """
 
 from __future__ import annotations
@@ -100,10 +102,15 @@ def _find_close(lines: list[str], start: int, char: str, length: int) -> int:
     return len(lines)
 
 
-def split_prose(lines: list[str]) -> tuple[list[str], list[str]]:
-    """Return (main-path prose lines, collapsed prose lines) of a markdown fragment."""
+def split_prose(lines: list[str], in_tab_set: bool = False) -> tuple[list[str], list[str]]:
+    """Return (main-path prose lines, collapsed prose lines) of a markdown fragment.
+
+    In a tab set (``in_tab_set``) only the first tab is on the main path: the page opens on
+    it, and the other tabs (the same listing in the other framework) are one click away.
+    """
     main: list[str] = []
     hidden: list[str] = []
+    tabs_seen = 0
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -143,9 +150,11 @@ def split_prose(lines: list[str]) -> tuple[list[str], list[str]]:
             continue
         options, content = _split_options(body)
         classes = set(options.get("class", "").replace(",", " ").split())
-        inner_main, inner_hidden = split_prose(content)
+        inner_main, inner_hidden = split_prose(content, in_tab_set=name == "tab-set")
         title = [argument] if argument and name not in ARGUMENT_NOT_PROSE else []
-        if name in COLLAPSED_DIRECTIVES or classes & COLLAPSED_CLASSES:
+        later_tab = in_tab_set and name == "tab-item" and tabs_seen > 0
+        tabs_seen += name == "tab-item"
+        if later_tab or name in COLLAPSED_DIRECTIVES or classes & COLLAPSED_CLASSES:
             if name == "solution":  # the argument is the exercise's label
                 title = []
             hidden.extend(title + inner_main + inner_hidden)
@@ -195,6 +204,12 @@ def count_text(text: str) -> Counts:
     return Counts(main=main_words, total=main_words + count_words("\n".join(hidden)))
 
 
+def is_evidence(path: Path) -> bool:
+    """A companion page (``NN_name_evidence.md``): listed, but not held to the limits, since
+    everything on it is one click away from its chapter's main path."""
+    return path.stem.endswith("_evidence")
+
+
 def _display(path: Path) -> str:
     """The path relative to the working directory when it lies under it."""
     try:
@@ -224,16 +239,18 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for f in files:
         counts = count_text(Path(f).read_text(encoding="utf-8"))
-        rows.append((_display(Path(f)), counts.main, counts.total))
+        rows.append((_display(Path(f)), counts.main, counts.total, is_evidence(Path(f))))
     width = max(len("file"), *(len(r[0]) for r in rows))
     print(f"{'file':<{width}}  {'main path':>9}  {'total':>6}")
-    for name, main_words, total in rows:
-        flag = "  > max" if main_words > args.max else ""
+    for name, main_words, total, evidence in rows:
+        flag = ("  (evidence page)" if evidence
+                else "  > max" if main_words > args.max else "")
         print(f"{name:<{width}}  {main_words:>9,}  {total:>6,}{flag}")
-    median = statistics.median(r[1] for r in rows)
-    print(f"{'median':<{width}}  {median:>9,.0f}")
+    chapters = [r for r in rows if not r[3]]
+    median = statistics.median(r[1] for r in chapters) if chapters else 0
+    print(f"{'median of the chapters':<{width}}  {median:>9,.0f}")
     if args.check:
-        over = [r[0] for r in rows if r[1] > args.max]
+        over = [r[0] for r in chapters if r[1] > args.max]
         failed = False
         if over:
             print(f"main path over {args.max:,} words: {', '.join(over)}; move evidence "

@@ -155,3 +155,32 @@ def test_cli_names_a_missing_file():
                             capture_output=True, text=True)
     assert result.returncode == 2
     assert "no_such_chapter.md" in result.stderr
+
+
+def test_only_the_first_tab_is_on_the_main_path():
+    text = ("::::{tab-set}\n:sync-group: framework\n\n:::{tab-item} PyTorch\n:sync: torch\n"
+            "Torch words here.\n:::\n\n:::{tab-item} Keras\n:sync: keras\n"
+            "Keras words, four more.\n:::\n::::\n")
+    counts = mpw.count_text(text)
+    assert counts.main == 1 + 3           # "PyTorch" and the first tab's prose
+    assert counts.total == 4 + 1 + 4      # plus "Keras" and its prose
+
+
+def test_evidence_pages_are_listed_but_not_held_to_the_limits(tmp_path):
+    long_page = "word " * 40
+    (tmp_path / "98_long_evidence.md").write_text(long_page)
+    (tmp_path / "98_long.md").write_text("Short chapter.\n")
+    files = [str(tmp_path / "98_long.md"), str(tmp_path / "98_long_evidence.md")]
+    result = subprocess.run([sys.executable, str(SCRIPT), "--check", "--max", "10", *files],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "(evidence page)" in result.stdout
+    result = subprocess.run([sys.executable, str(SCRIPT), "--check", "--max", "10",
+                             str(tmp_path / "98_long_evidence.md"),
+                             str(tmp_path / "98_long.md"), str(tmp_path / "98_long.md")],
+                            capture_output=True, text=True)
+    assert result.returncode == 0
+    (tmp_path / "98_long.md").write_text(long_page)
+    result = subprocess.run([sys.executable, str(SCRIPT), "--check", "--max", "10", *files],
+                            capture_output=True, text=True)
+    assert result.returncode == 1 and "98_long.md" in result.stderr
