@@ -191,6 +191,7 @@ def test_page_works_offline(page_path, visit):
     page = v.page
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=SCREENSHOTS / f"{Path(page_path).name}.png", full_page=True)
+    _LAYOUT[page_path] = layout_problems(page)   # asserted by test_page_fits_the_column
 
     assert not v.external, f"requests to other hosts on load: {v.external}"
     assert not v.errors, "\n".join(v.errors)
@@ -345,6 +346,10 @@ LAYOUT_PROBLEMS_JS = r"""() => {
 }"""
 
 
+# what layout_problems found on each page that test_page_works_offline opened (one visit each)
+_LAYOUT: dict[str, list[str]] = {}
+
+
 def layout_problems(page) -> list[str]:
     """What does not fit the column of ``page`` at its viewport (see LAYOUT_PROBLEMS_JS)."""
     return page.evaluate(LAYOUT_PROBLEMS_JS)
@@ -355,9 +360,11 @@ def layout_problems(page) -> list[str]:
 def test_page_fits_the_column(page_path, visit):
     """At 1280 px: equations within the text column, code boxes that do not scroll sideways,
     and cross-references that print a title or a number, not a label."""
-    v = visit(f"{page_path}.html")
-    v.settle()
-    problems = layout_problems(v.page)
+    problems = _LAYOUT.get(page_path)
+    if problems is None:   # run alone, or in another worker than test_page_works_offline
+        v = visit(f"{page_path}.html")
+        v.settle()
+        problems = layout_problems(v.page)
     assert not problems, f"{page_path}: " + "\n".join(problems)
 
 
