@@ -42,12 +42,12 @@ MEDIAN_WORDS = 3000
 CODE_DIRECTIVES = {
     "code-cell", "code", "code-block", "sourcecode", "literalinclude", "math",
     "raw", "eval-rst", "eval-rest", "bibliography", "footbibliography",
-    "tableofcontents", "glue", "glue:", "glue:any", "glue:math",
+    "tableofcontents", "glue", "glue:", "glue:any", "glue:math", "glue:md", "glue:text",
 }
 # Directives whose body is collapsed by default.
 COLLAPSED_DIRECTIVES = {"dropdown", "toggle", "solution", "solution-start"}
 # Directives whose argument is a path or a key, not a visible title.
-ARGUMENT_NOT_PROSE = {"figure", "image", "glue:figure", "include", "list-table", "only"}
+ARGUMENT_NOT_PROSE = {"figure", "image", "glue:figure", "include", "only"}
 COLLAPSED_CLASSES = {"dropdown", "toggle"}
 
 FENCE_OPEN = re.compile(r"^(\s*)(`{3,}|:{3,})\s*(.*)$")
