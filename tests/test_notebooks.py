@@ -213,7 +213,8 @@ def test_first_cell_installs_what_the_chapter_imports(md):
     assert not unused, f"{md.name}'s Colab cell installs {sorted(unused)}, which it never imports"
     book = PYPROJECT["optional-dependencies"]["book"]
     assert set(others) <= set(book), (
-        f"{md.name}'s Colab cell names {others}: write each as in pyproject.toml's book extra {book}")
+        f"{md.name}'s Colab cell names {others}: write each as in pyproject.toml's book "
+        f"extra {book}")
 
 
 @pytest.mark.parametrize("md", SOURCES, ids=lambda p: p.name)
