@@ -5,6 +5,8 @@
 #   make book   -- install everything, execute the notebooks (cached in _build/.jupyter_cache), write the static site to _build/html
 #   make test-site -- check the built site, in headless Chromium too (tests/test_browser.py)
 #   make nbval NOTEBOOKS=notebooks/12_debugging.ipynb -- run Colab's .ipynb copies under nbval (a quick check of one)
+#   make test-newest -- the tests that compare with Hugging Face transformers, and the chapters that import
+#                  it, against transformers' newest release, in a second environment (.venv-newest)
 # Uses the active virtual environment if there is one, else creates .venv here.
 
 PYTHON ?= python3
@@ -16,7 +18,7 @@ export PYTHONHASHSEED ?= 0
 # Chapters executed at a time (scripts/execute_notebooks.py) and pytest workers (pytest-xdist)
 JOBS ?= 2
 
-.PHONY: install test test-package test-notebooks nbval book test-site ipynb bench clean
+.PHONY: install test test-package test-notebooks nbval book test-site ipynb bench clean test-newest
 
 $(PY):
 	$(PYTHON) -m venv $(ENV)
@@ -78,6 +80,34 @@ bench: install
 	$(PY) benchmarks/bench_shaw.py $(ARGS)
 	$(PY) benchmarks/bench_rotary.py $(ARGS)
 	$(PY) benchmarks/bench_flex.py $(ARGS)
+
+# The pins stay in requirements-reference.txt; this checks that the tests comparing with Hugging
+# Face transformers and the chapters importing it also pass on its newest release. A second
+# environment, .venv-newest, gets everything pinned, then transformers upgraded (torch held at its
+# pin: an upgrade that needs another torch fails here); the chapters run with
+# scripts/run_chapters.py, which stores nothing in the book's cache.
+NEWEST := $(CURDIR)/.venv-newest
+NEWEST_PY := $(NEWEST)/bin/python
+NEWEST_STAMP := $(NEWEST)/.posenc-installed
+
+$(NEWEST_STAMP): requirements.txt requirements-reference.txt pyproject.toml
+	$(PYTHON) -m venv $(NEWEST)
+	$(NEWEST_PY) -m pip install --upgrade pip
+	$(NEWEST_PY) -m pip install -r requirements.txt -r requirements-reference.txt
+	$(NEWEST_PY) -m pip install --no-deps timm==1.0.31  # see requirements-reference.txt
+	$(NEWEST_PY) -m pip install --no-deps -e .
+	touch $(NEWEST_STAMP)
+
+test-newest: $(NEWEST_STAMP)
+	grep -o '^torch==[^ ]*' requirements.txt > $(NEWEST)/constraints.txt
+	$(NEWEST_PY) -m pip install --upgrade transformers -c $(NEWEST)/constraints.txt
+	@echo "transformers $$($(NEWEST_PY) -c 'import transformers; print(transformers.__version__)')" \
+	      "(pinned: $$(grep -o '^transformers==[^ ]*' requirements-reference.txt))"
+	$(NEWEST_PY) -m pytest tests -m reference -n $(JOBS)
+	$(NEWEST_PY) -m pytest $$(grep -l transformers tests/test_*.py) -m "not reference" \
+	    -k "transformers or hugging_face or bench_rotary" -n $(JOBS) || [ $$? -eq 5 ]  # 5: none left
+	$(NEWEST_PY) scripts/run_chapters.py --importing transformers
+	@echo "Passed on transformers $$($(NEWEST_PY) -c 'import transformers; print(transformers.__version__)')"
 
 clean:
 	rm -rf _build .pytest_cache
