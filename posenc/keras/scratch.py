@@ -45,8 +45,8 @@ def sinusoidal(positions, dim, base=10000.0, dtype="float64"):
 
     On the JAX backend the angles are float32 whatever dtype says: JAX has no float64
     unless jax_enable_x64 is set, and keras.ops.sin and keras.ops.cos return float32
-    there even for a float64 input (Keras 3.15). posenc.keras.sinusoidal computes the
-    table on the host, in NumPy, instead.
+    there even for a float64 input (Keras 3.15). Without jax_enable_x64,
+    posenc.keras.sinusoidal computes the table on the host, in NumPy, instead.
     """
     inv_freq = ops.power(base, -ops.arange(0, dim, 2, dtype=dtype) / dim)  # (dim/2,)
     angles = ops.cast(positions, dtype)[:, None] * inv_freq                # (n, dim/2)
