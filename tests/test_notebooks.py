@@ -185,9 +185,9 @@ def _imported_distributions(nb) -> dict[str, set[str]]:
     return {m: {canonicalize_name(d) for d in owners[m]} for m in modules}
 
 
-# Chapters whose cell is older than the `book` extra: while the cell installs posenc[all] only,
-# the chapter is expected to fail; once the cell changes, it is checked like every other.
-OLD_INSTALL_CELL = {"02_sinusoidal": "keras-hub", "03_learned_hybrid": "keras-hub and SciPy"}
+# Pages whose cell is older than the `book` extra: while the cell installs posenc[all] only,
+# the page is expected to fail; once the cell changes, it is checked like every other.
+OLD_INSTALL_CELL = {"03_learned_hybrid_evidence": "SciPy"}
 POSENC_ALL_ONLY = '"posenc[all] @ git+https://github.com/posenc/posenc-book@main"],'
 
 
