@@ -35,11 +35,15 @@ install: $(STAMP)
 test: test-package test-notebooks
 
 # The whole suite with Keras on TensorFlow, then the tests that use the Keras face (marker `keras`,
-# tests/conftest.py) again on JAX and on PyTorch; each spread over $(JOBS) processes (pytest-xdist).
+# explicit: tests/conftest.py) again on JAX and on PyTorch, except those whose result cannot depend
+# on the backend (marker `backend_free`); each spread over $(JOBS) processes (pytest-xdist), with
+# the slowest tests' durations in the log.
+BACKEND_PASS := -m "keras and not backend_free"
+DURATIONS ?= --durations=15 --durations-min=5
 test-package: install
-	$(PY) -m pytest tests -n $(JOBS)
-	KERAS_BACKEND=jax $(PY) -m pytest tests -m keras -n $(JOBS)
-	KERAS_BACKEND=torch $(PY) -m pytest tests -m keras -n $(JOBS)
+	$(PY) -m pytest tests -n $(JOBS) $(DURATIONS)
+	KERAS_BACKEND=jax $(PY) -m pytest tests $(BACKEND_PASS) -n $(JOBS) $(DURATIONS)
+	KERAS_BACKEND=torch $(PY) -m pytest tests $(BACKEND_PASS) -n $(JOBS) $(DURATIONS)
 
 # Every notebook executed once, from scratch: the book is built from a clean _build (no cached
 # outputs), execution errors are fatal (`allow_errors: false` in _config.yml; with -W the failed

@@ -235,6 +235,7 @@ def test_counter_check_no_mask_at_all(face):
 
 @pytest.mark.parametrize("position", ["learned", "alibi", "shaw", "rope", "t5", *EXTRAPOLATING,
                                       *sorted(CONTENT)])
+@pytest.mark.keras
 def test_both_faces_agree_on_a_padded_batch(position):
     t, k = model("torch", position), model("keras", position)
     copy_weights(t, k)

@@ -172,6 +172,7 @@ def test_bench_rotary_gives_both_sides_what_a_model_gives(monkeypatch):
     assert seen["built"] == 1                    # no module is built inside the timing
 
 
+@pytest.mark.keras
 def test_bench_rotary_times_the_keras_face_eager_and_compiled(tmp_path):
     keras = pytest.importorskip("keras")
     rows = run_script("bench_rotary.py", tmp_path, "--no-compile")["rows"]

@@ -27,6 +27,7 @@ FACES = {"torch": pt, "keras": pk}
 
 # --------------------------------------------------------------------------- ALiBi
 
+@pytest.mark.keras
 def test_slopes_of_eight_heads_are_the_powers_one_half_to_one_256th():
     want = 2.0 ** -np.arange(1, 9)
     np.testing.assert_array_equal(nb.alibi_slopes(8), want)
@@ -41,6 +42,7 @@ def test_slopes_of_eight_heads_are_the_powers_one_half_to_one_256th():
     (6, [-2, -4, -6, -8, -1, -3]),            # 4 heads, then the 1st and 3rd of 8
     (12, [-1, -2, -3, -4, -5, -6, -7, -8, -0.5, -1.5, -2.5, -3.5]),   # 8, then odd ones of 16
 ])
+@pytest.mark.keras
 def test_slopes_follow_the_papers_recipe_for_any_head_count(num_heads, exponents):
     np.testing.assert_allclose(nb.alibi_slopes(num_heads), 2.0 ** np.array(exponents),
                                rtol=1e-15)
@@ -67,6 +69,7 @@ def test_alibi_bias_values():
 @settings(max_examples=40, deadline=None)
 @given(num_heads=st.integers(1, 12), q_len=st.integers(0, 9), extra=st.integers(0, 9),
        causal=st.booleans())
+@pytest.mark.keras
 def test_alibi_bias_is_minus_slope_times_distance_with_the_queries_last(num_heads, q_len,
                                                                         extra, causal):
     k_len = q_len + extra
@@ -158,6 +161,7 @@ def test_t5_buckets_equal_in_every_face(face, bidirectional, num_buckets, max_di
 
 
 @pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.keras
 def test_t5_relative_bias_reads_the_table_at_the_buckets(bidirectional):
     torch_bias = pt.T5RelativeBias(3, bidirectional=bidirectional)
     keras_bias = pk.T5RelativeBias(3, bidirectional=bidirectional)
@@ -193,6 +197,7 @@ def assert_swin_index(index, h: int, w: int) -> None:
 @pytest.mark.parametrize("window, impl", [
     *(((h, w), "posenc") for h, w in [(1, 1), (2, 2), (3, 5), (7, 7), (4, 1)]),
     *(bug_param("swin-unscaled", window) for window in [(2, 2), (3, 5), (7, 7)])])
+@pytest.mark.keras
 def test_swin_index_has_no_collisions_and_a_symmetric_structure(window, impl):
     h, w = window
     index = (nb.swin_relative_index if impl == "posenc" else wrong_code(impl))(h, w)
@@ -201,6 +206,7 @@ def test_swin_index_has_no_collisions_and_a_symmetric_structure(window, impl):
         np.testing.assert_array_equal(numpy(face.swin_relative_index(h, w)), index)
 
 
+@pytest.mark.keras
 def test_swin_bias_reads_the_table_at_the_index():
     torch_bias, keras_bias = pt.SwinRelativeBias(2, (3, 4)), pk.SwinRelativeBias(2, (3, 4))
     copy_weights(torch_bias, keras_bias)
@@ -211,6 +217,7 @@ def test_swin_bias_reads_the_table_at_the_index():
 
 
 @pytest.mark.parametrize("old, new", [(7, 12), ((3, 4), (5, 2)), (6, 3)])
+@pytest.mark.keras
 def test_swin_table_resize_is_bicubic_interpolation_of_the_offset_grid(old, new):
     old_h, old_w = (old, old) if isinstance(old, int) else old
     new_h, new_w = (new, new) if isinstance(new, int) else new
@@ -272,6 +279,7 @@ def bias_pair(name):
 
 @pytest.mark.parametrize("q_len, k_len", [(9, 9), (3, 30), (1, 17)])
 @pytest.mark.parametrize("name", BIASES)
+@pytest.mark.keras
 def test_sdpa_with_the_bias_as_float_mask_equals_an_explicit_softmax(name, q_len, k_len):
     module, _ = bias_pair(name)
     q, k, v = qkv(q_len, k_len)
@@ -332,6 +340,7 @@ def test_the_bias_is_float32_under_low_precision(face):
         keras.mixed_precision.set_global_policy("float32")
 
 
+@pytest.mark.keras
 def test_alibi_module_compiles_with_and_without_a_warm_cache():
     torch._dynamo.reset()
     alibi = pt.ALiBiBias(4)
@@ -354,6 +363,7 @@ def test_the_smallest_lengths(face, q_len, k_len):
         assert tuple(layer(q_len, k_len).shape) == (1, 2, q_len, k_len)
 
 
+@pytest.mark.keras
 def test_one_relative_position_map_serves_numpy_and_both_faces():
     from functools import partial
 

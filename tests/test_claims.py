@@ -227,10 +227,3 @@ def test_the_committed_study_holds_five_clean_seeds_with_their_hashes():
             assert run["meta"]["seeds"] == list(STUDY_SEEDS)
     assert all(v.word in ("agree", "disagree", "inconclusive") for v in got.values())
     assert all(v.interval.n == len(STUDY_SEEDS) for v in got.values())
-
-
-def test_docstring_examples():
-    import doctest
-
-    result = doctest.testmod(claims, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0

@@ -102,6 +102,7 @@ def test_forget_gate_gradients_flow_and_saturation_is_finite():
     assert torch.isfinite(layer(x)).all()
 
 
+@pytest.mark.keras
 def test_forget_gate_faces_agree_on_long_sequences():
     rng = np.random.default_rng(3)
     x = rng.normal(size=(1, 1024, 32)).astype("float32")
@@ -176,6 +177,7 @@ def test_cope_gradients_reach_queries_keys_and_embedding():
         assert g is not None and g.abs().sum() > 0     # keys only through the gates
 
 
+@pytest.mark.keras
 def test_cope_positions_clamp_at_max_position():
     """Far keys all read e[max_position - 1]: with every gate near 1 the term is constant."""
     q = np.ones((1, 1, 30, 4)) * 3.0

@@ -35,6 +35,8 @@ import posenc.torch.diagnostics as td
 import posenc.torch.tasks as tt
 
 FACES = {"torch": pt, "keras": pk}
+# Signatures and members do not depend on the Keras backend: run in the first pass only.
+pytestmark = pytest.mark.backend_free
 # The face modules that are not re-exported by the faces' ``__init__``: imported as
 # ``posenc.torch.tasks`` / ``posenc.keras.tasks``, under the same rules.
 SUBMODULES = {"diagnostics": (td, kd), "tasks": (tt, kt), "bugs": (tb, kb),

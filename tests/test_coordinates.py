@@ -66,6 +66,7 @@ def test_coordinate_encoding_is_concatenated_sinusoids(face):
 
 @settings(max_examples=20, deadline=None)
 @given(k=st.integers(1, 4), half=st.integers(1, 4), lead=st.lists(st.integers(1, 3), max_size=2))
+@pytest.mark.keras
 def test_coordinate_encoding_shapes_and_faces_agree(k, half, lead):
     dim = 2 * k * half
     coords = np.random.default_rng(k).uniform(size=(*lead, k)).astype(np.float32)

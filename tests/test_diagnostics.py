@@ -404,6 +404,7 @@ def _keras_model(**options):
     return model
 
 
+@pytest.mark.keras
 def test_keras_hidden_states_attention_maps_and_probe():
     model = _keras_model()
     tokens = tasks.lag_tokens(32, 12, vocab=12, seed=0).astype("int32")
@@ -431,6 +432,7 @@ def _train_keras(model, steps=30, lr=3e-3):
     return monitor
 
 
+@pytest.mark.keras
 def test_keras_monitor_healthy_and_starved_tables():
     healthy = _train_keras(_keras_model())
     starved = _train_keras(_keras_model(scale=1e-4))
@@ -439,6 +441,7 @@ def test_keras_monitor_healthy_and_starved_tables():
     assert starved.health() == "starved", np.median(starved.ratios)
 
 
+@pytest.mark.keras
 def test_keras_monitor_gives_zero_for_an_unreached_weight():
     model = _keras_model()
     monitor = kd.GradientMonitor(model)
@@ -450,6 +453,7 @@ def test_keras_monitor_gives_zero_for_an_unreached_weight():
                                                                is model.table else -1])))) >= 0
 
 
+@pytest.mark.keras
 def test_both_faces_monitor_the_same_norms():
     """The lag model with a learned table, the same weights and batch in both faces."""
     length, dim, vocab, lag = 16, 16, 12, 2
@@ -472,6 +476,7 @@ def test_both_faces_monitor_the_same_norms():
     assert keras_lag_weights(keras_model).keys() == lag_weights(torch_model).keys()
 
 
+@pytest.mark.keras
 def test_keras_monitor_refuses_foreign_weights():
     model = _keras_model()
     with pytest.raises(ValueError, match="GradientMonitor: position_weights must be trainable"):
@@ -479,6 +484,7 @@ def test_keras_monitor_refuses_foreign_weights():
 
 
 
+@pytest.mark.keras
 def test_both_monitors_take_the_positional_weights_by_one_name():
     import inspect
 
@@ -545,6 +551,7 @@ def _keras_accumulating(steps=3, micro_batches=4):
     return monitor, np.array(want)
 
 
+@pytest.mark.keras
 def test_keras_monitor_records_optimiser_steps_under_gradient_accumulation():
     monitor, want = _keras_accumulating()
     assert monitor.log.steps == 3
@@ -571,6 +578,7 @@ print(json.dumps({"position": monitor.log.position_norms[0], "rest": monitor.log
 """
 
 
+@pytest.mark.keras
 def test_keras_monitor_runs_on_the_jax_backend():
     """The same norms on JAX as on this process's backend, and dropout's seeds advance."""
     pytest.importorskip("jax")
@@ -747,6 +755,7 @@ def test_gradients_experiment_flags_the_starved_controls(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.keras
 def test_gradients_experiment_in_keras(tmp_path):
     from posenc.experiments.cli import main
     from posenc.experiments.records import read_results
@@ -866,6 +875,7 @@ def test_bfloat16_models_give_float32_states_and_finite_norms(mixed_bfloat16):
 
 
 @pytest.mark.slow
+@pytest.mark.keras
 def test_probe_experiment_in_keras(tmp_path):
     from posenc.experiments.cli import main
     from posenc.experiments.records import read_results

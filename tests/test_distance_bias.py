@@ -128,6 +128,7 @@ def test_kerple_equals_its_formula(kernel, face):
     np.testing.assert_allclose(bias_of(face, layer, 5, 30)[0], want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.keras
 def test_kerple_power_at_one_is_a_linear_bias_and_clamps_its_exponent():
     layer = pt.KerpleBias(2, kernel="power")
     with torch.no_grad():
@@ -192,6 +193,7 @@ def test_fire_equals_its_formula(face):
                                fire_scratch(w, 7, 40, 10.0), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.keras
 def test_fire_depends_on_the_distance_alone_below_its_threshold_and_not_beyond():
     layer = pt.FireBias(2, threshold=50.0)
     weights(layer, 5)

@@ -50,6 +50,7 @@ def test_unknown_experiment_is_refused():
         parse_args(["lenght-generalization"])
 
 
+@pytest.mark.keras
 def test_parse_common_and_own_options():
     args = parse_args(["length-generalization", "--quick", "--seeds", "3", "4", "--out", "x",
                        "--framework", "keras", "--tasks", "reverse", "--train-len", "5"])
@@ -204,6 +205,7 @@ def test_hybrid_scale_reads_the_trained_weight_in_both_frameworks():
     assert hybrid_scale(keras_model) == 1.0
 
 
+@pytest.mark.keras
 def test_fire_l_starts_every_threshold_at_the_training_length_in_both_frameworks():
     import keras
     import torch
@@ -230,6 +232,7 @@ def test_fire_l_starts_every_threshold_at_the_training_length_in_both_frameworks
         TorchRunner().make_model("fire-L", 19, **kw)
 
 
+@pytest.mark.keras
 def test_redrawn_position_table_is_the_same_in_both_frameworks():
     from posenc.experiments.controls import MATCHED_STD, redraw_position_table
     from posenc.experiments.runners import KerasRunner, TorchRunner
@@ -461,6 +464,7 @@ def test_metadata_fields():
     assert len(meta["commit"].split("+")[0]) == 40 or meta["commit"] == "unknown"
 
 
+@pytest.mark.keras
 def test_results_round_trip(tmp_path):
     rows = [{"scheme": "alibi", "length": np.int64(4), "exact_match": np.float32(0.5)},
             {"scheme": "rope", "length": 8, "exact_match": 0.25}]
@@ -556,18 +560,6 @@ def test_keras_quick_smoke(tmp_path):
     assert [r["eval_len"] for r in results["rows"]] == [16, 32]
     assert all(np.isfinite(r["perplexity"]) for r in results["rows"])
     assert json.dumps(results)   # plain JSON
-
-
-@pytest.mark.parametrize("name", ["posenc.experiments.data", "posenc.experiments.analysis",
-                                  "posenc.experiments.records", "posenc.experiments.runners",
-                                  "posenc.experiments.stats", "posenc.experiments.controls"])
-def test_docstring_examples(name):
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(name),
-                             optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0
 
 
 def test_importing_the_lab_imports_no_framework():
@@ -811,6 +803,7 @@ def test_the_two_trainers_agree_from_the_same_weights():
 
 
 @pytest.mark.parametrize("scheme", ["learned", "t5", "rope"])
+@pytest.mark.keras
 def test_init_from_torch_starts_keras_at_the_torch_logits(scheme):
     """``--init-from-torch``: the Keras runner's model of a seed computes the PyTorch runner's
     logits of that seed at initialisation; without it the faces draw their own weights."""

@@ -130,6 +130,7 @@ def test_laplacian_matches_its_definition():
     assert lap[2, 2] == 0.0 and np.all(np.isfinite(lap))
 
 
+@pytest.mark.keras
 def test_faces_return_the_same_positions_and_laplacian():
     a = grid(3, 4)
     t_vec, t_val = ts.laplacian_positions(torch.as_tensor(a), 4, return_eigenvalues=True)

@@ -59,6 +59,7 @@ def test_torch_cache_made_under_inference_mode_still_trains():
     assert weight.grad is not None
 
 
+@pytest.mark.keras
 def test_faces_agree_on_small_integer_positions():
     source = pt.LearnedEncoding(300, 8)
     target = build("keras", "LearnedEncoding", (300, 8))

@@ -47,6 +47,7 @@ def outputs(torch_module, keras_layer, x, positions):
 
 
 @pytest.mark.parametrize("cls, args, kwargs", CASES)
+@pytest.mark.keras
 def test_torch_to_keras(cls, args, kwargs):
     torch.manual_seed(0)
     keras.utils.set_random_seed(1)
@@ -67,6 +68,7 @@ def test_torch_to_keras(cls, args, kwargs):
 
 
 @pytest.mark.parametrize("cls, args, kwargs", CASES)
+@pytest.mark.keras
 def test_keras_to_torch(cls, args, kwargs):
     torch.manual_seed(3)
     keras.utils.set_random_seed(4)
@@ -83,6 +85,7 @@ def test_keras_to_torch(cls, args, kwargs):
 
 
 @pytest.mark.parametrize("cls, args, kwargs", CASES)
+@pytest.mark.keras
 def test_round_trip_and_same_face_copies(cls, args, kwargs):
     torch.manual_seed(6)
     src = getattr(pt, cls)(*args, **kwargs)
@@ -97,6 +100,7 @@ def test_round_trip_and_same_face_copies(cls, args, kwargs):
     torch.testing.assert_close(twin(x), src(x), rtol=0, atol=0)
 
 
+@pytest.mark.keras
 def test_layer_inside_a_keras_model():
     torch.manual_seed(8)
     t = pt.LearnedEncoding(12, 8)
@@ -107,6 +111,7 @@ def test_layer_inside_a_keras_model():
     np.testing.assert_allclose(numpy(model(x)), numpy(t(torch.as_tensor(x))), atol=1e-5)
 
 
+@pytest.mark.keras
 def test_resized_modules_agree():
     torch.manual_seed(10)
     t = pt.LearnedEncoding(1 + 9, 8)
@@ -117,6 +122,7 @@ def test_resized_modules_agree():
         np.testing.assert_allclose(numpy(t_new.table), numpy(k_new.table), atol=1e-6)
 
 
+@pytest.mark.keras
 def test_sinusoidal_modules_are_weightless_on_both_faces():
     t, k = TorchSinusoidal(8), KerasSinusoidal(8)
     assert copy_weights(t, k) is k and copy_weights(k, t) is t
@@ -128,6 +134,7 @@ def test_sinusoidal_modules_are_weightless_on_both_faces():
 # Errors.
 
 
+@pytest.mark.keras
 def test_mismatched_classes():
     with pytest.raises(ValueError, match=r"copy_weights: LearnedEncoding -> HybridEncoding: the "
                                          r"weights do not match: source has \['table'\], "
@@ -135,6 +142,7 @@ def test_mismatched_classes():
         copy_weights(pt.LearnedEncoding(8, 4), pk.HybridEncoding(8, 4))
 
 
+@pytest.mark.keras
 def test_mismatched_shapes():
     with pytest.raises(ValueError, match=r"weight 'table' has shape \(16, 4\), source 'table' "
                                          r"has \(8, 4\)"):
@@ -144,6 +152,7 @@ def test_mismatched_shapes():
         copy_weights(pk.LearnedEncoding(8, 4), pt.LearnedEncoding(16, 4))
 
 
+@pytest.mark.keras
 def test_unbuilt_keras_layer():
     with pytest.raises(ValueError, match=r"the Keras layer is not built; call it once"):
         copy_weights(torch.nn.Linear(3, 4), keras.layers.Dense(4))

@@ -12,6 +12,7 @@ import posenc.keras as pk
 import posenc.torch as pt
 
 
+@pytest.mark.keras
 def test_family_module_names_are_shadowed_by_their_functions():
     # ``posenc.torch.sinusoidal`` is the function; the module is reached by its full name.
     import importlib
@@ -36,6 +37,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "posenc"
 
 
 @pytest.mark.parametrize("base", [None, "abc", "10000", 1.0, float("nan")])
+@pytest.mark.keras
 def test_a_bad_base_gets_the_same_error_in_both_faces(base):
     faces = {"torch": pt, "keras": pk}
     calls = [lambda f: faces[f].sinusoidal(4, 8, base=base),
@@ -54,6 +56,7 @@ BACKEND_IMPORTS_ALLOWED = {("diagnostics.py", "tensorflow"), ("diagnostics.py", 
                            ("diagnostics.py", "jax")}
 
 
+@pytest.mark.keras
 def test_the_keras_face_imports_no_backend():
     import ast
 
@@ -71,6 +74,7 @@ def test_the_keras_face_imports_no_backend():
                 assert (path.name, root) in BACKEND_IMPORTS_ALLOWED, f"{path.name} imports {name}"
 
 
+@pytest.mark.keras
 def test_private_helpers_have_the_same_names_and_arguments():
     def functions(module):
         return {name: inspect.signature(obj) for name, obj in vars(module).items()
@@ -92,6 +96,7 @@ def test_private_helpers_have_the_same_names_and_arguments():
 
 @pytest.mark.parametrize("name", [n for n in pt.__all__ if inspect.isclass(getattr(pt, n))
                                   and hasattr(getattr(pt, n), "encoding")])
+@pytest.mark.keras
 def test_every_additive_encoding_has_the_shared_base(name):
     assert issubclass(getattr(pt, name), torch_util.AdditiveEncoding)
     assert issubclass(getattr(pk, name), keras_util.AdditiveEncoding)
@@ -121,6 +126,7 @@ def _ramp_encodings():
     return {"torch": torch_ramp, "keras": Ramp()}
 
 
+@pytest.mark.keras
 def test_a_subclass_that_writes_only_its_encoding_gets_the_whole_call():
     from faces import numpy
 
@@ -150,6 +156,7 @@ def test_torch_compile_flag_is_read_in_one_place(monkeypatch):
     assert torch_util.is_compiling() is False
 
 
+@pytest.mark.keras
 def test_keras_data_checks_read_eager_cpu_tensors_only():
     from types import SimpleNamespace
 
@@ -172,6 +179,7 @@ def test_keras_data_checks_read_eager_cpu_tensors_only():
     assert not keras_util.can_inspect(Traced())
 
 
+@pytest.mark.keras
 def test_keras_data_checks_skip_symbolic_tensors_placed_on_the_cpu():
     if keras.backend.backend() != "tensorflow":
         pytest.skip("tf.function and tf.device belong to the TensorFlow backend")

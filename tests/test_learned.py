@@ -64,6 +64,7 @@ def torch_matrix_2d(old_hw, new_hw, mode: str, antialias: bool = False) -> np.nd
 
 @SETTINGS
 @given(old=st.integers(1, 24), new=st.integers(1, 24))
+@pytest.mark.keras
 def test_linear_matrix_matches_torch(old, new):
     matrix = interpolation_matrix(old, new, "linear")
     assert matrix.shape == (new, old)
@@ -78,6 +79,7 @@ def test_linear_matrix_matches_torch(old, new):
 @SETTINGS
 @given(old_hw=st.tuples(st.integers(1, 8), st.integers(1, 8)),
        new_hw=st.tuples(st.integers(1, 8), st.integers(1, 8)))
+@pytest.mark.keras
 def test_2d_matrices_match_torch(mode, torch_mode, old_hw, new_hw):
     rows = interpolation_matrix(old_hw[0], new_hw[0], mode)
     cols = interpolation_matrix(old_hw[1], new_hw[1], mode)
@@ -87,6 +89,7 @@ def test_2d_matrices_match_torch(mode, torch_mode, old_hw, new_hw):
 
 @pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
 @pytest.mark.parametrize("old, new", [(14, 24), (24, 14), (7, 3), (3, 7)])
+@pytest.mark.keras
 def test_up_and_downsampling_match_torch(mode, old, new):
     m = interpolation_matrix(old, new, mode)
     expected = torch_matrix_2d((old, 5), (new, 5), mode)
@@ -97,6 +100,7 @@ def test_up_and_downsampling_match_torch(mode, old, new):
 @SETTINGS
 @given(old_hw=st.tuples(st.integers(1, 16), st.integers(1, 16)),
        new_hw=st.tuples(st.integers(1, 16), st.integers(1, 16)))
+@pytest.mark.keras
 def test_antialiased_matrices_match_torch(mode, old_hw, new_hw):
     # interpolate(..., antialias=True), which timm's resample_abs_pos_embed calls
     rows = interpolation_matrix(old_hw[0], new_hw[0], mode, antialias=True)
@@ -202,6 +206,7 @@ def test_resize_keeps_bfloat16(face):
     np.testing.assert_allclose(numpy(out), expected, atol=3e-2)
 
 
+@pytest.mark.keras
 def test_resize_faces_agree():
     table = np.random.default_rng(4).normal(size=(1 + 9, 16)).astype(np.float32)
     for new in (4, 31):
@@ -216,12 +221,14 @@ def test_resize_faces_agree():
         np.testing.assert_allclose(numpy(a), numpy(b), atol=1e-6)
 
 
+@pytest.mark.keras
 def test_keras_resize_docstrings_state_the_jax_precision():
     # Without jax_enable_x64, JAX has no float64: the Keras face resamples in float32 there.
     for function in (pk.resize_table, pk.resize_table_2d):
         assert "float32 on JAX unless ``jax_enable_x64``" in " ".join(function.__doc__.split())
 
 
+@pytest.mark.keras
 def test_torch_resize_passes_gradients():
     table = torch.randn(6, 3, generator=torch.Generator().manual_seed(0), requires_grad=True)
     pt.resize_table(table, 9).sum().backward()
@@ -249,6 +256,7 @@ def test_learned_initialisation(face):
 @SETTINGS
 @given(batch=st.integers(1, 3), seq=st.integers(1, 12), dim=st.integers(1, 9),
        extra=st.integers(0, 5), bf16=st.booleans())
+@pytest.mark.keras
 def test_learned_forward_shapes_and_values(batch, seq, dim, extra, bf16):
     x = np.random.default_rng(seq).normal(size=(batch, seq, dim)).astype(np.float32)
     for face in FACES:
@@ -346,6 +354,7 @@ def test_hybrid_values_with_trained_weights(face):
                                                                   layout="concat"), atol=1e-6)
 
 
+@pytest.mark.keras
 def test_hybrid_sinusoid_is_not_a_weight():
     t_names = {name for name, _ in pt.HybridEncoding(16, 4).named_parameters()}
     assert t_names == {"scale", "offset"}
@@ -395,6 +404,7 @@ KERAS_CASES = [("LearnedEncoding", {"max_len": 12, "dim": 6, "init_std": 0.1}),
 
 
 @pytest.mark.parametrize("cls, kwargs", KERAS_CASES)
+@pytest.mark.keras
 def test_keras_fit_changes_used_rows(cls, kwargs):
     keras.utils.set_random_seed(0)
     layer = getattr(pk, cls)(**kwargs)
@@ -500,6 +510,7 @@ def test_low_rank_from_table_is_the_truncated_svd(face):
         FACES[face].LowRankEncoding.from_table(tensor(face, table), 8)
 
 
+@pytest.mark.keras
 def test_plumbing_faces_agree():
     rng = np.random.default_rng(1)
     table = rng.normal(size=(10, 6)).astype(np.float32)

@@ -1,60 +1,52 @@
 """The rule that marks a test ``keras`` (tests/conftest.py), so the backend passes run the
-tests of the Keras face and only those."""
+tests of the Keras face and only those: the mark is explicit, never guessed from the code."""
 
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 import posenc.keras as pk
+import posenc.keras.bias as kbias
 import posenc.torch as pt
 from conftest import uses_keras
 
-FACES = {"torch": pt, "keras": pk}
 
-
-def item(function, params=None, marker=None, fixtures=()):
+def item(params=None, marker=None, fixtures=()):
     return SimpleNamespace(
         get_closest_marker=lambda name: marker if name == "keras" else None,
         callspec=SimpleNamespace(params=params) if params is not None else None,
-        function=function, fixturenames=list(fixtures),
-        _fixtureinfo=SimpleNamespace(name2fixturedefs={}))
+        fixturenames=list(fixtures))
 
 
-def torch_only():
-    return pt.sinusoidal(4, 8)
-
-
-def both_faces():
-    return [FACES[face].sinusoidal(4, 8) for face in FACES]
-
-
-def calls_a_helper():
-    return both_faces()
-
-
-def by_name():
-    return run(framework="keras")  # noqa: F821 (never called)
-
-
-def per_face(face):
-    return FACES[face].sinusoidal(4, 8)
-
-
-@pytest.mark.parametrize("function, params, expected", [
-    (torch_only, None, False),
-    (both_faces, None, True),
-    (calls_a_helper, None, True),
-    (by_name, None, True),
-    (per_face, {"face": "torch"}, False),
-    (per_face, {"face": "keras"}, True),
-    (torch_only, {"module": "posenc.keras.bias"}, True),
-    (torch_only, {"call": lambda: pk.sinusoidal(4, 8)}, True),
-    (torch_only, {"call": lambda: pt.sinusoidal(4, 8)}, False),
+@pytest.mark.parametrize("params, marker, fixtures, expected", [
+    (None, None, (), False),                                   # no mark, no face: PyTorch only
+    (None, pytest.mark.keras, (), True),                       # an explicit mark stands
+    ({"face": "torch"}, pytest.mark.keras, (), True),
+    ({"face": "torch"}, None, (), False),                      # the PyTorch case of a face pair
+    ({"face": "keras"}, None, (), True),                       # the Keras case of a face pair
+    ({"module": pk}, None, (), True),                          # a Keras face module
+    ({"module": kbias}, None, (), True),
+    ({"module": pt}, None, (), False),
+    ({"name": "posenc.keras.bias"}, None, (), False),          # a string is not the face
+    (None, None, ("mixed_bfloat16",), True),                   # a Keras-only fixture
+    (None, None, ("tmp_path",), False),
 ])
-def test_a_test_is_keras_when_it_uses_the_keras_face(function, params, expected):
-    assert uses_keras(item(function, params)) is expected
+def test_a_test_is_keras_only_when_it_says_so(params, marker, fixtures, expected):
+    assert uses_keras(item(params, marker, fixtures)) is expected
 
 
-def test_an_explicit_mark_stands():
-    assert uses_keras(item(torch_only, {"face": "torch"}, marker=pytest.mark.keras))
-
+def test_collected_face_pairs_are_split():
+    """Collected for real: a face-parametrized test's Keras case is in the backend passes, its
+    PyTorch case is not, and neither is a signature test (``backend_free``)."""
+    tests = Path(__file__).resolve().parent
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist",
+         "-p", "no:cacheprovider", "-W", "ignore", "-m", "keras and not backend_free",
+         str(tests / "test_sinusoidal.py"), str(tests / "test_contract.py")],
+        capture_output=True, text=True, cwd=tests.parent, check=False).stdout
+    assert "test_layouts_are_permutations_of_each_other[keras]" in out
+    assert "test_layouts_are_permutations_of_each_other[torch]" not in out
+    assert "test_contract.py::" not in out

@@ -36,6 +36,7 @@ def ref_modality_positions(ids):
 @settings(max_examples=25, deadline=None)
 @given(lead=st.lists(st.integers(1, 3), min_size=0, max_size=2), seq=st.integers(1, 12),
        num_modalities=st.integers(1, 4), seed=st.integers(0, 2**16))
+@pytest.mark.keras
 def test_modality_positions_count_within_each_modality(lead, seq, num_modalities, seed):
     ids = np.random.default_rng(seed).integers(0, num_modalities, size=(*lead, seq))
     expected = ref_modality_positions(ids)
@@ -131,6 +132,7 @@ def test_multimodal_text_and_image_example(face):
 
 # --------------------------------------------------------------------------- the registry of modes
 
+@pytest.mark.keras
 def test_multimodal_modes_come_from_one_registry(monkeypatch):
     from posenc.modalities import MULTIMODAL_MODES, MultimodalMode
 

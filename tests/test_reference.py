@@ -35,6 +35,7 @@ T5_CONFIGS = [(True, 32, 128), (False, 32, 128), (True, 16, 20), (False, 8, 9), 
 
 
 @pytest.mark.parametrize("bidirectional, num_buckets, max_distance", T5_CONFIGS)
+@pytest.mark.keras
 def test_t5_buckets_equal_transformers(bidirectional, num_buckets, max_distance):
     from transformers.models.t5.modeling_t5 import T5Attention
 
@@ -67,6 +68,7 @@ def test_t5_relative_bias_equals_transformers_compute_bias(is_decoder, q_len, k_
 # --------------------------------------------------------------------------- BLOOM's ALiBi
 
 @pytest.mark.parametrize("num_heads", [1, 4, 6, 8, 12, 16, 24, 32, 112])
+@pytest.mark.keras
 def test_alibi_slopes_equal_bloom(num_heads):
     from transformers.models.bloom.modeling_bloom import build_alibi_tensor
 
@@ -112,6 +114,7 @@ def _swin_bias_modules(window_size: int):
 
 
 @pytest.mark.parametrize("window_size", [2, 3, 7])
+@pytest.mark.keras
 def test_swin_index_and_bias_lookup_equal_transformers(window_size):
     for module in _swin_bias_modules(window_size):
         table = module.relative_position_bias_table
@@ -128,6 +131,7 @@ def test_swin_index_and_bias_lookup_equal_transformers(window_size):
             torch.testing.assert_close(ours(n), module(), rtol=0, atol=0)
 
 
+@pytest.mark.keras
 def test_swin_rectangular_index_equals_transformers():
     from transformers.models.swin.modeling_swin import SwinRelativePositionBias
 
@@ -196,6 +200,7 @@ def llama_config(params: dict, *, head_dim: int = 64, base: float = 10000.0,
 
 @pytest.mark.parametrize("head_dim, base", [(64, 10000.0), (128, 500000.0), (32, 1e6)])
 @pytest.mark.parametrize("name", sorted(ROPE_CONFIGS))
+@pytest.mark.keras
 def test_rope_frequencies_equal_transformers_rope_init_functions(name, head_dim, base):
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
@@ -423,6 +428,7 @@ def hf_frequencies(config, layer_type, seq_len: int):
 
 
 @pytest.mark.parametrize("name", sorted(CHECKPOINTS))
+@pytest.mark.keras
 def test_hf_rope_of_real_checkpoints_equals_transformers(name):
     from posenc import rotary
 
@@ -443,6 +449,7 @@ def test_hf_rope_of_real_checkpoints_equals_transformers(name):
 
 @pytest.mark.parametrize("name, factor, low, high", [("llama-3.1", 8.0, 1.0, 4.0),
                                                      ("llama-4-scout", 16.0, 1.0, 1.0)])
+@pytest.mark.keras
 def test_llama3_scaling_equals_torchtune(name, factor, low, high):
     """torchtune's Llama3ScaledRoPE (interleaved layout), frequencies and rotation; Llama 4
     Scout's equal low and high factors included."""
@@ -519,6 +526,7 @@ def _timm_resized(table: np.ndarray, old_hw, new_hw, prefix_tokens: int, **optio
 
 @pytest.mark.parametrize("old_hw, new_hw, prefix_tokens", TIMM_GRIDS)
 @pytest.mark.parametrize("mode", ["bicubic", "bilinear"])
+@pytest.mark.keras
 def test_resize_table_2d_equals_timm_resample_abs_pos_embed(old_hw, new_hw, prefix_tokens,
                                                             mode):
     dim = 32
@@ -553,6 +561,7 @@ def test_keras_resize_table_2d_equals_timm_resample_abs_pos_embed(old_hw, new_hw
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.keras
 def test_resize_table_2d_gap_to_timm_without_antialiasing():
     # The plain bicubic resize (a = -0.75, edge rows repeated, no widening) is not what timm
     # computes by default: growing 14 x 14 to 24 x 24 and shrinking it to 7 x 7 differ by a

@@ -147,6 +147,7 @@ def test_seeds_make_masks_reproducible(face, name, arg):
 @settings(max_examples=15, deadline=None)
 @given(lead=st.lists(st.integers(1, 3), min_size=0, max_size=2), seq=st.integers(1, 6),
        dim=st.integers(1, 8), seed=st.integers(0, 1000))
+@pytest.mark.keras
 def test_shapes_are_kept_and_channel_masks_span_the_sequence(lead, seq, dim, seed):
     shape = (*lead, seq, dim)
     for face, mod in FACES.items():
@@ -246,6 +247,7 @@ def _low_rank_pair():
     return t, k
 
 
+@pytest.mark.keras
 def test_weightless_parts_add_no_weights():
     t, k = _low_rank_pair()
     assert {n for n, _ in t.named_parameters()} == {"inner.left", "inner.right"}
@@ -264,6 +266,7 @@ def test_torch_deepcopy_keeps_the_seeded_stream():
 
 
 @pytest.mark.parametrize("name,arg", REGULARIZERS)
+@pytest.mark.keras
 def test_keras_config_round_trip_of_the_parts(name, arg):
     layer = getattr(kr, name)(arg, seed=3)
     clone = type(layer).from_config(layer.get_config())
@@ -272,6 +275,7 @@ def test_keras_config_round_trip_of_the_parts(name, arg):
     np.testing.assert_array_equal(np32(clone(pe, training=True)), np32(layer(pe, training=True)))
 
 
+@pytest.mark.keras
 def test_keras_training_step_runs_the_regularisers():
     enc = _low_rank_pair()[1]
     x_in = keras.Input((6, 16))
@@ -296,6 +300,7 @@ def _inner(face, name):
     return mod[0](16) if name == "sinusoidal" else mod[1](8, 16, rank=2)
 
 
+@pytest.mark.keras
 def test_wrapper_checks_the_width_of_x():
     def call(face):
         enc = FACES[face].RegularizedEncoding(_inner(face, "sinusoidal"), noise_std=0.1)
@@ -308,6 +313,7 @@ def test_wrapper_checks_the_width_of_x():
 
 @pytest.mark.parametrize("name,arg", REGULARIZERS)
 @pytest.mark.parametrize("training", [False, True])
+@pytest.mark.keras
 def test_integer_encodings_are_refused(name, arg, training):
     # an integer P would be truncated by the scaling (torch) or refused by one backend only
     message = same_error(FACES, lambda face: apply(face, getattr(FACES[face], name)(arg, seed=0),

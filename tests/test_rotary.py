@@ -47,6 +47,7 @@ def test_default_frequencies_are_the_geometric_sequence():
 
 
 @pytest.mark.parametrize("name", sorted(SCALINGS))
+@pytest.mark.keras
 def test_every_scaling_in_both_faces_equals_the_registry(name):
     want, factor = rotary.rope_frequencies(64, scaling=SCALINGS[name], seq_len=2048)
     for face, module in FACES.items():
@@ -101,6 +102,7 @@ def test_apply_rope_is_the_complex_rotation_with_partial_rotary(face, layout):
 @given(lead=st.lists(st.integers(1, 3), min_size=0, max_size=2), seq=st.integers(1, 9),
        pairs=st.integers(1, 6), extra=st.integers(0, 3), layout=st.sampled_from(LAYOUTS),
        batched=st.booleans(), seed=st.integers(0, 1000))
+@pytest.mark.keras
 def test_any_shape_in_both_faces(lead, seq, pairs, extra, layout, batched, seed):
     """Leading axes, lengths, partial rotary, layouts and (batch, seq) positions: both faces
     equal the complex rotation."""
@@ -158,6 +160,7 @@ def test_torch_gradient_is_the_inverse_rotation():
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.keras
 def test_torch_non_contiguous_inputs(layout):
     """q as attention code makes it: a (batch, seq, heads, head_dim) projection transposed,
     or every other feature of a wider tensor; the gradient is the inverse rotation."""
@@ -228,6 +231,7 @@ def test_dynamic_module_follows_the_length_of_each_call(face):
     assert not np.allclose(rotary.rope_frequencies(16, scaling=scaling, seq_len=40)[0], short)
 
 
+@pytest.mark.keras
 def test_keras_cache_past_its_end_inside_a_traced_function():
     """Traced, the layer computes the rows it lacks (no value to store); eager, it grows."""
     if keras.backend.backend() != "tensorflow":
@@ -255,6 +259,7 @@ def test_yarn_module_scales_cos_and_sin(face):
                                rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.keras
 def test_both_faces_agree_on_the_module():
     q, k = qk()
     for layout in LAYOUTS:
@@ -551,6 +556,7 @@ def test_dynamic_with_positions_scales_by_the_largest_position(face):
     np.testing.assert_allclose(np32(tail), full[:, :, 200:], rtol=1e-5, atol=2e-5)
 
 
+@pytest.mark.keras
 def test_keras_dynamic_traced_with_an_unknown_length_follows_it():
     """Traced with a length unknown until the call, the dynamic frequencies follow it in the
     graph; they used to be those of max_len (2048 positions)."""

@@ -43,6 +43,7 @@ def test_self_attention_equals_torch_sdpa(causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.keras
 def test_self_attention_equals_keras_ops_and_torch_scratch(causal):
     x, w = _attention_inputs(seed=1)
     ours = ops.convert_to_numpy(sk.self_attention(x, *w, causal=causal))
@@ -54,6 +55,7 @@ def test_self_attention_equals_keras_ops_and_torch_scratch(causal):
     np.testing.assert_allclose(ours, torch_ours.numpy(), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.keras
 def test_causal_attention_ignores_the_future():
     x, w = _attention_inputs(seed=2)
     changed = x.copy()
@@ -68,6 +70,7 @@ def test_causal_attention_ignores_the_future():
         assert np.abs(before[:, 20:] - after[:, 20:]).max() > 1e-2, face
 
 
+@pytest.mark.keras
 def test_permutation_gap_both_faces():
     x, w = _attention_inputs(seed=3)
     perm = np.random.default_rng(3).permutation(x.shape[1])
@@ -95,6 +98,7 @@ def test_permutation_gap_both_faces():
 
 @NO_JAX_FLOAT64
 @pytest.mark.parametrize("dim", [2, 64, 512])
+@pytest.mark.keras
 def test_sinusoidal_equals_the_package(dim):
     positions = np.arange(0, 4096, 3)
     ours_t = st.sinusoidal(torch.from_numpy(positions), dim)
@@ -109,6 +113,7 @@ def test_sinusoidal_equals_the_package(dim):
 
 
 @NO_JAX_FLOAT64
+@pytest.mark.keras
 def test_sinusoidal_base_and_float32_angles():
     positions = np.arange(10**6 - 512, 10**6 + 512)
     ref = pt.sinusoidal(torch.from_numpy(positions), 64, base=500.0).numpy()
@@ -125,6 +130,7 @@ def test_sinusoidal_base_and_float32_angles():
 
 @NO_JAX_FLOAT64
 @pytest.mark.parametrize("k", [0, 1, -3, 17, 2.5, 12345])
+@pytest.mark.keras
 def test_shift_matrix_equals_theory_and_shifts(k):
     dim = 64
     ref = theory_shift_matrix(k, dim)
@@ -146,6 +152,7 @@ def test_shift_matrix_equals_theory_and_shifts(k):
 
 
 
+@pytest.mark.keras
 def test_learned_scratch_equals_package():
     torch.manual_seed(0)
     enc = pt.LearnedEncoding(12, 8)
@@ -160,6 +167,7 @@ def test_learned_scratch_equals_package():
 
 
 @pytest.mark.parametrize("old,new", [(8, 16), (8, 13), (16, 5), (7, 7), (1, 4), (5, 1)])
+@pytest.mark.keras
 def test_resize_linear_scratch_equals_package(old, new):
     table = np.random.default_rng(old * 100 + new).normal(size=(old, 6)).astype("float32")
     want = pt.resize_table(torch.from_numpy(table), new).numpy()
@@ -175,6 +183,7 @@ def test_resize_linear_scratch_equals_package(old, new):
 # Chapter 4
 
 
+@pytest.mark.keras
 def test_chapter4_coordinate_encoding_scratch_equals_the_package():
     boxes = np.random.default_rng(0).uniform(size=(2, 5, 4)).astype(np.float32)
     expected = np32(pt.coordinate_encoding(torch.as_tensor(boxes), 64))
@@ -184,6 +193,7 @@ def test_chapter4_coordinate_encoding_scratch_equals_the_package():
     np.testing.assert_allclose(np32(pk.coordinate_encoding(boxes, 64)), expected, atol=1e-6)
 
 
+@pytest.mark.keras
 def test_chapter4_laplacian_positions_scratch_equals_the_package_up_to_sign():
     # a connected graph whose eigenvalues are distinct, so each eigenvector is unique up to sign
     rng = np.random.default_rng(0)
@@ -200,6 +210,7 @@ def test_chapter4_laplacian_positions_scratch_equals_the_package_up_to_sign():
 
 
 @pytest.mark.parametrize("q_len,k_len,max_distance", [(6, 6, 2), (3, 9, 1), (5, 5, 0), (4, 7, 10)])
+@pytest.mark.keras
 def test_chapter5_shaw_relative_index_scratch_equals_the_package(q_len, k_len, max_distance):
     expected = np.asarray(pt.shaw_relative_index(q_len, k_len, max_distance).cpu())
     assert expected.shape == (q_len, k_len)
@@ -225,6 +236,7 @@ def _shaw_inputs(seed, q_len, k_len, max_distance, batch=2, heads=3, head_dim=8)
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("q_len,k_len,max_distance",
                          [(7, 7, 2), (3, 10, 1), (6, 6, 0), (5, 9, 12)])
+@pytest.mark.keras
 def test_chapter5_shaw_attention_scratch_equals_the_package(q_len, k_len, max_distance, causal):
     arrays = _shaw_inputs(q_len * 100 + k_len, q_len, k_len, max_distance)
     tensors = [torch.from_numpy(a) for a in arrays]
@@ -239,6 +251,7 @@ def test_chapter5_shaw_attention_scratch_equals_the_package(q_len, k_len, max_di
                                                           method=method)), want, atol=1e-5)
 
 
+@pytest.mark.keras
 def test_chapter5_shaw_attention_scratch_mask_is_windowed_attention():
     q_len, k_len, window = 6, 11, 2
     arrays = _shaw_inputs(5, q_len, k_len, window)
@@ -258,6 +271,7 @@ def test_chapter5_shaw_attention_scratch_mask_is_windowed_attention():
 
 
 @pytest.mark.parametrize("q_len,k_len,max_distance", [(7, 7, 2), (2, 9, 3), (4, 4, 0)])
+@pytest.mark.keras
 def test_chapter5_shaw_logits_gather_equals_the_relative_tensor(q_len, k_len, max_distance):
     q, _, _, key_table, _ = _shaw_inputs(9, q_len, k_len, max_distance)
     index = np.asarray(pt.shaw_relative_index(q_len, k_len, max_distance).cpu())
@@ -291,6 +305,7 @@ def _t5_bucket_reference(relative_position, bidirectional, num_buckets, max_dist
 
 @pytest.mark.parametrize("bidirectional", [True, False])
 @pytest.mark.parametrize("num_buckets,max_distance", [(32, 128), (16, 64), (8, 20), (64, 512)])
+@pytest.mark.keras
 def test_chapter5_t5_buckets_scratch_faces_equal_the_definition(bidirectional, num_buckets,
                                                                 max_distance):
     relative_position = np.arange(-700, 701)
@@ -313,6 +328,7 @@ def test_chapter5_t5_buckets_known_values():
 
 
 @pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.keras
 def test_chapter5_t5_buckets_scratch_equals_the_package(bidirectional):
     relative_position = np.arange(-300, 301)
     want = np.asarray(pt.t5_buckets(torch.from_numpy(relative_position),
@@ -336,6 +352,7 @@ def _swin_index_loops(h, w):
 
 
 @pytest.mark.parametrize("h,w", [(1, 1), (2, 3), (3, 2), (4, 4), (7, 7)])
+@pytest.mark.keras
 def test_chapter6_swin_relative_index_scratch(h, w):
     want = _swin_index_loops(h, w)
     np.testing.assert_array_equal(st.swin_relative_index(h, w).numpy(), want)
@@ -345,6 +362,7 @@ def test_chapter6_swin_relative_index_scratch(h, w):
 
 
 @pytest.mark.parametrize("num_heads", [1, 2, 3, 5, 8, 12, 16, 24, 32])
+@pytest.mark.keras
 def test_chapter6_alibi_slopes_scratch(num_heads):
     def powers(n):                               # 2^(-8k/n), k = 1..n
         return [2.0 ** (-8.0 * k / n) for k in range(1, n + 1)]
@@ -360,6 +378,7 @@ def test_chapter6_alibi_slopes_scratch(num_heads):
 
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("q_len,k_len", [(5, 5), (1, 7), (3, 8)])
+@pytest.mark.keras
 def test_chapter6_alibi_bias_scratch(causal, q_len, k_len):
     heads = 6
     slopes = st.alibi_slopes(heads).numpy()
@@ -376,6 +395,7 @@ def test_chapter6_alibi_bias_scratch(causal, q_len, k_len):
 
 
 @pytest.mark.parametrize("h,w", [(1, 1), (2, 3), (7, 7), (12, 5)])
+@pytest.mark.keras
 def test_chapter6_swin_relative_index_scratch_equals_the_package(h, w):
     want = pt.swin_relative_index(h, w).numpy()
     np.testing.assert_array_equal(st.swin_relative_index(h, w).numpy(), want)
@@ -385,6 +405,7 @@ def test_chapter6_swin_relative_index_scratch_equals_the_package(h, w):
 
 
 @pytest.mark.parametrize("num_heads", [1, 3, 8, 12, 16, 20])
+@pytest.mark.keras
 def test_chapter6_alibi_slopes_scratch_equals_the_package(num_heads):
     want = pt.alibi_slopes(num_heads).numpy()
     np.testing.assert_allclose(st.alibi_slopes(num_heads).numpy(), want, rtol=1e-6, atol=0)
@@ -394,6 +415,7 @@ def test_chapter6_alibi_slopes_scratch_equals_the_package(num_heads):
 
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("q_len,k_len", [(6, 6), (1, 9), (4, 10)])
+@pytest.mark.keras
 def test_chapter6_alibi_bias_scratch_equals_the_package(causal, q_len, k_len):
     heads = 12
     want_t = pt.alibi_bias(heads, q_len, k_len, causal=causal).numpy()
@@ -412,6 +434,7 @@ def test_chapter6_alibi_bias_scratch_equals_the_package(causal, q_len, k_len):
 # Chapter 10
 
 
+@pytest.mark.keras
 def test_perplexity_equals_the_lab():
     from posenc.experiments.context import ExperimentContext
     from posenc.experiments.runners import TorchRunner
@@ -436,6 +459,7 @@ def test_perplexity_equals_the_lab():
 # Chapter 11
 
 
+@pytest.mark.keras
 def test_chapter11_cosine_similarity_scratch_equals_the_package():
     from posenc.diagnostics import similarity
 
@@ -449,6 +473,7 @@ def test_chapter11_cosine_similarity_scratch_equals_the_package():
 
 
 @pytest.mark.parametrize("ridge", [0.0, 0.5, 10.0])
+@pytest.mark.keras
 def test_chapter11_ridge_regression_scratch_equals_the_package(ridge):
     from posenc.diagnostics import ridge_regression
 
@@ -491,6 +516,7 @@ def _lab_hooks(layer, n, face):
 
 @pytest.mark.parametrize("position,causal,options", _LAB_SCHEMES,
                          ids=[f"{p}-{'causal' if c else 'encoder'}" for p, c, _ in _LAB_SCHEMES])
+@pytest.mark.keras
 def test_chapter9_attention_scratch_equals_the_package(position, causal, options):
     dim, heads, n = 24, 3, 12
     rng = np.random.default_rng(9)
@@ -525,6 +551,7 @@ def test_chapter9_attention_scratch_equals_the_package(position, causal, options
     assert (np.abs(plain_t - want).max() < 1e-5) == (position == "none")
 
 
+@pytest.mark.keras
 def test_chapter9_attention_scratch_causal_ignores_the_future():
     dim, heads, n = 16, 2, 10
     rng = np.random.default_rng(3)
@@ -552,6 +579,7 @@ def _rope_inputs(seed=0, shape=(2, 3, 11, 16)):
 
 
 @pytest.mark.parametrize("head_dim,base", [(2, 10000.0), (16, 10000.0), (64, 500000.0)])
+@pytest.mark.keras
 def test_chapter7_rope_inv_freq_scratch_equals_the_package(head_dim, base):
     want = pt.rope_frequencies(head_dim, base=base)[0].numpy()
     np.testing.assert_allclose(st.rope_inv_freq(head_dim, base).numpy(), want, rtol=1e-6)
@@ -560,6 +588,7 @@ def test_chapter7_rope_inv_freq_scratch_equals_the_package(head_dim, base):
 
 @pytest.mark.parametrize("scratch,layout", [("rope_complex", "interleaved"), ("rope_half", "half")])
 @pytest.mark.parametrize("shape", [(11, 2), (2, 3, 11, 16), (1, 40, 64)])
+@pytest.mark.keras
 def test_chapter7_rope_scratch_equals_the_package(scratch, layout, shape):
     x, positions = _rope_inputs(shape=shape)
     head_dim = shape[-1]
@@ -578,6 +607,7 @@ def test_chapter7_rope_scratch_equals_the_package(scratch, layout, shape):
 
 
 @pytest.mark.parametrize("position", [0, 1, 7, 1000])
+@pytest.mark.keras
 def test_chapter7_rope_matrix_is_the_interleaved_rotation(position):
     head_dim = 16
     x, _ = _rope_inputs(shape=(5, head_dim))
@@ -600,6 +630,7 @@ _L = 2048
 
 
 @pytest.mark.parametrize("head_dim,base,factor", [(64, 10000.0, 4.0), (128, 500000.0, 8.0)])
+@pytest.mark.keras
 def test_chapter8_ntk_and_dynamic_scratch_equal_the_package(head_dim, base, factor):
     want = pt.rope_frequencies(head_dim, base=base,
                                scaling={"rope_type": "ntk", "factor": factor})[0].numpy()
@@ -623,6 +654,7 @@ def test_chapter8_ntk_and_dynamic_scratch_equal_the_package(head_dim, base, fact
 @pytest.mark.parametrize("head_dim,base,factor,beta", [(64, 10000.0, 4.0, (32.0, 1.0)),
                                                        (128, 10000.0, 16.0, (32.0, 1.0)),
                                                        (128, 500000.0, 8.0, (16.0, 2.0))])
+@pytest.mark.keras
 def test_chapter8_yarn_scratch_equals_the_package(head_dim, base, factor, beta):
     scaling = {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": _L,
                "beta_fast": beta[0], "beta_slow": beta[1]}
@@ -636,6 +668,7 @@ def test_chapter8_yarn_scratch_equals_the_package(head_dim, base, factor, beta):
 @pytest.mark.parametrize("head_dim,base,factor,low,high", [(64, 10000.0, 4.0, 1.0, 4.0),
                                                            (128, 500000.0, 8.0, 1.0, 4.0),
                                                            (128, 10000.0, 8.0, 2.0, 8.0)])
+@pytest.mark.keras
 def test_chapter8_llama3_scratch_equals_the_package(head_dim, base, factor, low, high):
     scaling = {"rope_type": "llama3", "factor": factor, "original_max_position_embeddings": _L,
                "low_freq_factor": low, "high_freq_factor": high}
@@ -648,6 +681,7 @@ def test_chapter8_llama3_scratch_equals_the_package(head_dim, base, factor, low,
 # Chapters 3 and 4: the hybrid, low-rank and regularised codes, times, trees and modalities
 
 
+@pytest.mark.keras
 def test_hybrid_and_low_rank_scratch_equal_the_package():
     torch.manual_seed(0)
     hybrid, low = pt.HybridEncoding(12, 8), pt.LowRankEncoding(12, 8, rank=3)
@@ -671,6 +705,7 @@ def test_hybrid_and_low_rank_scratch_equal_the_package():
 
 
 @pytest.mark.parametrize("kind", ["dropout", "channel dropout", "noise"])
+@pytest.mark.keras
 def test_regulariser_scratch_equals_the_package_given_its_draws(kind):
     """The scratch versions take the random draws as arguments: read them off a module with the
     same seed applied to ones (or zeros), then compare on a real code."""
@@ -700,6 +735,7 @@ def test_regulariser_scratch_equals_the_package_given_its_draws(kind):
     np.testing.assert_allclose(np32(got_k), want_k, atol=1e-6)
 
 
+@pytest.mark.keras
 def test_time_scratch_equals_the_package():
     times = torch.tensor([0.0, 0.4, 0.5, 3.0, 3.1, 9.0, 1234.25], dtype=torch.float64)
     want = pt.ContinuousTimeEncoding(16, time_scale=0.5).encoding(times)
@@ -723,6 +759,7 @@ def test_time_scratch_equals_the_package():
                                np32(t2v_k.encoding(t32.numpy())), atol=1e-4)
 
 
+@pytest.mark.keras
 def test_tree_and_modality_scratch_equal_the_package():
     paths = torch.tensor([[0, -1, -1], [0, 2, -1], [0, 3, 1], [1, -1, -1], [3, 3, 3]])
     fixed = pt.hierarchical(paths, 12, max_depth=3)

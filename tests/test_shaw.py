@@ -121,6 +121,7 @@ def test_naive_and_skew_equal_the_loop(face, causal, shape):
 @SETTINGS
 @given(q_len=st.integers(1, 12), extra=st.integers(0, 12), k=st.integers(0, 6),
        heads=st.integers(1, 3), causal=st.booleans())
+@pytest.mark.keras
 def test_naive_equals_skew_for_any_shape(q_len, extra, k, heads, causal):
     data = draw(2, heads, q_len, q_len + extra, 8, k, seed=q_len + 13 * extra)
     for face in FACES:
@@ -129,6 +130,7 @@ def test_naive_equals_skew_for_any_shape(q_len, extra, k, heads, causal):
                                    **NAIVE_SKEW)
 
 
+@pytest.mark.keras
 def test_skew_with_several_query_blocks_equals_naive(monkeypatch):
     monkeypatch.setattr(shaw, "SKEW_BLOCK_ELEMENTS", 2 * 40 * 3)   # blocks of 3 queries
     assert len(shaw.query_blocks(20, 40, 2)) == 7
@@ -205,6 +207,7 @@ def test_multi_head_attention_runs_the_shaw_core_of_the_module(face):
 
 
 @pytest.mark.parametrize("method", ["naive", "skew"])
+@pytest.mark.keras
 def test_keys_only_and_values_only(method):
     """``None`` leaves out a table (Shaw et al.'s Table 3 ablation)."""
     q, k, v, kt, vt = draw(1, 2, 5, 7, 4, 2, seed=4)
@@ -215,6 +218,7 @@ def test_keys_only_and_values_only(method):
                                    loop_reference(q, k, v, None, vt, 2), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.keras
 def test_gradients_of_naive_and_skew_agree():
     data = [torch.tensor(a, requires_grad=True) for a in draw(2, 2, 6, 9, 4, 2, seed=5)]
     grads = {}
@@ -272,6 +276,7 @@ def test_token_by_token_decoding_equals_the_full_causal_pass(face, method):
 # --------------------------------------------------------------------------- both faces, dtypes
 
 @pytest.mark.parametrize("method", ["naive", "skew"])
+@pytest.mark.keras
 def test_both_faces_give_the_same_numbers(method):
     data = draw(2, 3, 5, 8, 4, 2, seed=10)
     np.testing.assert_allclose(run("keras", *data, 2, causal=True, method=method),
@@ -365,6 +370,7 @@ def test_a_window_covering_the_sequence_is_shaw_attention(face):
                                run(face, *data, 5, causal=True), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.keras
 def test_windowed_faces_agree_and_keep_bfloat16():
     q, k, v, kt, vt = window_case(7, 9, 2)
     np.testing.assert_allclose(windowed("keras", q, k, v, kt, vt, 2),
@@ -410,6 +416,7 @@ def test_module_sees_the_order_only_through_its_tables(face):
         assert np.allclose(a[:, perm], b, atol=1e-5) == equivariant, k
 
 
+@pytest.mark.keras
 def test_keras_layer_builds_on_unknown_lengths():
     layer = pk.ShawRelativeAttention(16, 2, 3)
     assert tuple(layer(keras.Input((None, 16))).shape) == (None, None, 16)
@@ -430,6 +437,7 @@ def test_functions_compile_without_graph_breaks():
                                pt.windowed_attention(q, k, v, 3, key_table=kt, value_table=vt))
 
 
+@pytest.mark.keras
 def test_keras_functions_under_xla():
     if keras.backend.backend() != "tensorflow":
         pytest.skip("jit_compile=True means XLA on TensorFlow")

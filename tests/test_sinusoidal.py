@@ -63,6 +63,7 @@ def test_layouts_are_permutations_of_each_other(face):
        base=st.sampled_from([10000.0, 500.0, 1.5]),
        dtype=st.sampled_from(["int32", "int64", "float32", "float64"]),
        seed=st.integers(0, 2**16))
+@pytest.mark.keras
 def test_any_positions_shape_and_dtype(shape, dim, layout, base, dtype, seed):
     rng = np.random.default_rng(seed)
     if dtype.startswith("int"):
@@ -216,6 +217,7 @@ def test_module_batched_positions(face):
     np.testing.assert_array_equal(numpy(explicit), numpy(default))
 
 
+@pytest.mark.keras
 def test_torch_cache_grows_with_longer_sequences():
     enc = pt.SinusoidalEncoding(8)
     short = enc(torch.zeros(1, 3, 8))
@@ -225,6 +227,7 @@ def test_torch_cache_grows_with_longer_sequences():
     assert enc.state_dict() == {}  # the cache is not saved
 
 
+@pytest.mark.keras
 def test_torch_encoding_stays_float32_after_module_cast():
     enc = pt.SinusoidalEncoding(8)
     enc(torch.zeros(1, 600, 8))  # fills the cache in float32
@@ -246,6 +249,7 @@ def test_bfloat16_positions_give_a_bfloat16_encoding(face):
 
 @pytest.mark.parametrize("layout", ["interleaved", "concat"])
 @pytest.mark.parametrize("base", [10000.0, 30.0])
+@pytest.mark.keras
 def test_faces_agree(layout, base):
     positions = np.array([[0, 3, 99], [1000, 65_535, 10**6]])
     a = pt.sinusoidal(torch.as_tensor(positions), 24, base=base, layout=layout)
@@ -305,6 +309,7 @@ def test_sinusoidal_2d_stretched_is_what_resize_samples():
     np.testing.assert_allclose(np.tile(cols_m @ np.arange(6.0), 8)[inside], cols[inside])
 
 
+@pytest.mark.keras
 def test_sinusoidal_2d_faces_agree_when_stretched():
     np.testing.assert_allclose(np.asarray(pt.sinusoidal_2d(24, 24, 16, trained_hw=(14, 14))),
                                keras.ops.convert_to_numpy(

@@ -3,7 +3,6 @@ the verdict rule, on cases that can be checked by hand."""
 
 from __future__ import annotations
 
-import doctest
 import math
 
 import numpy as np
@@ -148,6 +147,3 @@ def test_interval_and_verdict_serialise():
     assert Interval(0.5, 0.25, 0.75, 5).format(1, 100, "%") == "50.0% [25.0%, 75.0%]"
 
 
-def test_docstring_examples():
-    result = doctest.testmod(stats, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0

@@ -92,6 +92,7 @@ def test_small_integer_index_dtypes_pick_the_same_rows(face, signed):
             np.testing.assert_array_equal(np32(call(dtype)), want, err_msg=f"{name} {dtype}")
 
 
+@pytest.mark.keras
 def test_faces_agree_on_small_integer_indices():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(2, 3, 6)).astype(np.float32)
@@ -116,6 +117,7 @@ def test_torch_data_checks_read_cpu_tensors_only():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.keras
 def test_torch_forward_on_cuda_never_syncs():
     dev = torch.device("cuda")
     x = torch.zeros(2, 3, 12, device=dev)
@@ -150,6 +152,7 @@ BAD_SHAPES = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD_SHAPES))
+@pytest.mark.keras
 def test_per_token_arguments_must_match_x(case):
     name, dtype, shapes = BAD_SHAPES[case]
     x = np.zeros((2, 3, DIM), np.float32)

@@ -67,6 +67,7 @@ def _lag_model(face):
     (lambda face: _lag_model(face)[0].train_lag(_lag_model(face)[1], lag=LAG, length=SEQ,
                                                 steps=0), "steps=0"),
 ])
+@pytest.mark.keras
 def test_faces_check_arguments_alike(call, words):
     assert words in same_error(["torch", "keras"], call)
 
@@ -85,6 +86,7 @@ def _pair(torch_pos, keras_pos, **kwargs):
 
 @pytest.mark.parametrize("kind", ["learned", "hybrid", "sinusoidal", "none"])
 @pytest.mark.parametrize("embed_scale", [False, True])
+@pytest.mark.keras
 def test_same_weights_same_logits(kind, embed_scale):
     encodings = {
         "learned": (lambda: pt.LearnedEncoding(SEQ, DIM), lambda: pk.LearnedEncoding(SEQ, DIM)),
@@ -107,6 +109,7 @@ def test_same_weights_same_logits(kind, embed_scale):
     assert torch.equal(back.eval()(torch.from_numpy(tokens)), torch.from_numpy(logits_t))
 
 
+@pytest.mark.keras
 def test_causal_mask_in_both_faces():
     # a change at the last position changes no earlier logit
     model_t, model_k = _pair(pt.LearnedEncoding(SEQ, DIM), pk.LearnedEncoding(SEQ, DIM))
@@ -131,6 +134,7 @@ def test_embed_options_set_the_start():
     assert not torch.allclose(scaled(tokens), plain(tokens))
 
 
+@pytest.mark.keras
 def test_load_lag_weights_refuses_other_models():
     model_t = tt.LagModel(pt.LearnedEncoding(SEQ, DIM), vocab=VOCAB, dim=DIM)
     with pytest.raises(ValueError, match="do not match"):
@@ -173,6 +177,7 @@ def test_loss_falls_and_accuracy_beats_chance(face):
     assert acc.mean() > 3 / VOCAB
 
 
+@pytest.mark.keras
 def test_faces_train_alike_from_the_same_start():
     model_t, model_k = _pair(pt.LearnedEncoding(SEQ, DIM), pk.LearnedEncoding(SEQ, DIM))
     lt = tt.train_lag(model_t, lag=LAG, length=SEQ, steps=20, batch_size=16)
@@ -184,6 +189,7 @@ def test_faces_train_alike_from_the_same_start():
     np.testing.assert_allclose(lk, lt, rtol=1e-4)
 
 
+@pytest.mark.keras
 def test_keras_step_losses_are_each_batchs_loss():
     keras.utils.set_random_seed(0)
     model = kt.LagModel(pk.LearnedEncoding(SEQ, DIM), vocab=VOCAB, dim=DIM)
@@ -199,6 +205,7 @@ def test_keras_step_losses_are_each_batchs_loss():
 # ---- a rotary LagModel ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("scaling", [None, {"rope_type": "linear", "factor": 4.0}])
+@pytest.mark.keras
 def test_rope_lag_model_same_logits_in_both_faces(scaling):
     torch.manual_seed(0)
     model_t = tt.LagModel(None, vocab=VOCAB, dim=DIM, rope=pt.RotaryEmbedding(DIM, scaling=scaling))
@@ -227,6 +234,7 @@ def _shaw_pair(max_distance=2):
     return model_t, model_k
 
 
+@pytest.mark.keras
 def test_attention_slot_replaces_the_built_in_attention():
     model_t, model_k = _shaw_pair()
     names = set(tt.lag_weights(model_t))
@@ -244,6 +252,7 @@ def test_attention_slot_replaces_the_built_in_attention():
     assert np.abs(model_t(torch.from_numpy(tokens)).detach().numpy() - logits_t).max() > 1e-3
 
 
+@pytest.mark.keras
 def test_attention_slot_trains_alike_in_both_faces():
     model_t, model_k = _shaw_pair()
     lt = tt.train_lag(model_t, lag=1, length=SEQ, steps=20, batch_size=16)
@@ -255,6 +264,7 @@ def test_attention_slot_trains_alike_in_both_faces():
     assert acc_t.shape == acc_k.shape == (2 * SEQ - 1,)
 
 
+@pytest.mark.keras
 def test_attention_and_rope_are_refused_alike():
     def call(face):
         lib, tk = (pt, tt) if face == "torch" else (pk, kt)
@@ -297,6 +307,7 @@ def test_fit_tokens_learns_a_task_that_is_not_the_lag_task(face):
     assert tk.token_accuracy(model, test, np.repeat(test[:, :1], SEQ, axis=1)).mean() > 2 / VOCAB
 
 
+@pytest.mark.keras
 def test_keras_step_losses_with_a_short_last_batch():
     # a learning rate too small to move the weights: each step's loss is the start's loss on
     # that batch, also for the last, shorter batch (fit logs a mean over samples)
@@ -312,6 +323,7 @@ def test_keras_step_losses_with_a_short_last_batch():
     np.testing.assert_allclose(losses, want, rtol=1e-4)
 
 
+@pytest.mark.keras
 def test_token_targets_must_match():
     model = tt.LagModel(None, vocab=VOCAB, dim=DIM)
     message = same_error(["torch", "keras"], lambda face: (tt if face == "torch" else kt)
@@ -337,6 +349,7 @@ def test_lag_weights_refuse_a_stack_whose_weights_share_names():
     assert "attention/query_kernel" in tt_.lag_weights(single)
 
 
+@pytest.mark.keras
 def test_keras_adam_updates_a_repeated_embedding_row_as_pytorch():
     """A token repeated in the batch: Keras' Adam on TensorFlow's sparse gradient moves its
     row twice as far as PyTorch's Adam (checked below); the lag task's optimiser must not."""

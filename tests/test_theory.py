@@ -4,7 +4,6 @@ The encodings themselves come from the PyTorch face (float64 positions, so the
 comparisons are exact to rounding); posenc.theory is NumPy only.
 """
 
-import doctest
 
 import numpy as np
 import pytest
@@ -12,7 +11,6 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import posenc.theory as theory
 import posenc.torch as pt
 from posenc.theory import (
     first_confusable_offset,
@@ -29,12 +27,6 @@ def encode(positions, dim, *, base=10000.0, layout="interleaved"):
     """float64 sinusoidal encodings from the PyTorch face, as NumPy."""
     positions = torch.as_tensor(np.asarray(positions, dtype=np.float64))
     return pt.sinusoidal(positions, dim, base=base, layout=layout).numpy()
-
-
-def test_docstring_examples():
-    result = doctest.testmod(theory, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted >= 6
-    assert result.failed == 0
 
 
 # ----------------------------------------------------------------------------- layout_permutation

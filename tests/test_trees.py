@@ -42,6 +42,7 @@ def random_paths(rng, shape, max_depth, max_children):
 @settings(max_examples=25, deadline=None)
 @given(max_depth=st.integers(1, 4), half_width=st.integers(1, 4),
        lead=st.lists(st.integers(1, 3), min_size=0, max_size=2), seed=st.integers(0, 2**16))
+@pytest.mark.keras
 def test_hierarchical_matches_reference_in_both_faces(max_depth, half_width, lead, seed):
     dim = 2 * half_width * max_depth
     paths = random_paths(np.random.default_rng(seed), tuple(lead), max_depth, 50)
@@ -52,6 +53,7 @@ def test_hierarchical_matches_reference_in_both_faces(max_depth, half_width, lea
         np.testing.assert_allclose(np32(out), expected, atol=1e-6)
 
 
+@pytest.mark.keras
 def test_hierarchical_torch_keras_parity():
     paths = random_paths(np.random.default_rng(0), (4, 9), 3, 1000)
     np.testing.assert_allclose(

@@ -290,6 +290,7 @@ def test_axial_is_mixed_with_frequencies_on_the_axes(face):
         np.testing.assert_allclose(np32(a), np32(b), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.keras
 def test_prefix_token_unrotated_is_rotated_at_the_origin():
     """A CLS token left unrotated scores against the patches as a patch at ``(0, 0)``
     would: the rotation by angle 0 is the identity."""
@@ -320,6 +321,7 @@ def _scores(face, grid, head_dim, kind, seed):
 @settings(max_examples=15, deadline=None)
 @given(h=st.integers(2, 6), w=st.integers(2, 6), seed=st.integers(0, 10_000),
        kind=st.sampled_from(["axial", "mixed"]))
+@pytest.mark.keras
 def test_scores_depend_only_on_the_2d_offset(h, w, seed, kind):
     head_dim = 16
     scores = _scores("torch", (h, w), head_dim, kind, seed)
