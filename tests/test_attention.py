@@ -176,7 +176,6 @@ def _keras_losses(position: str, epochs: int) -> list[float]:
 
 
 @pytest.mark.parametrize("position", SCHEMES)
-@pytest.mark.keras
 def test_torch_loss_falls(position):
     losses = _torch_losses(position, 30)
     assert np.isfinite(losses).all()
@@ -331,7 +330,6 @@ def test_hidden_states_and_attention_weights(position, face):
             assert (np.triu(weights, 1) > 0).any()
 
 
-@pytest.mark.keras
 def test_torch_runs_on_scaled_dot_product_attention(monkeypatch):
     calls = []
     sdpa = torch.nn.functional.scaled_dot_product_attention
@@ -350,7 +348,6 @@ def test_torch_runs_on_scaled_dot_product_attention(monkeypatch):
     assert calls == []
 
 
-@pytest.mark.keras
 def test_torch_bias_route_hands_sdpa_one_float_tensor_on_the_cpu_flash_kernel(monkeypatch):
     """What chapter 9 states about the fused call: without a bias the causal layer passes
     ``is_causal=True`` and no tensor; with one, a float32 ``(1, heads, n, n)`` ``attn_mask``
@@ -465,7 +462,6 @@ def test_keras_mixed_bfloat16_and_fit(position):
 # --------------------------------------------------------------------------- PyTorch
 
 @pytest.mark.parametrize("position", SCHEMES)
-@pytest.mark.keras
 def test_torch_bfloat16(position):
     torch.manual_seed(0)             # the tolerance must not depend on the tests run before
     m = model("torch", position)
@@ -480,7 +476,6 @@ def test_torch_bfloat16(position):
     assert low.dtype == torch.bfloat16 and torch.isfinite(low.float()).all()
 
 
-@pytest.mark.keras
 def test_torch_state_dict_round_trip():
     src, dst = model("torch", "t5"), model("torch", "t5")
     dst.load_state_dict(src.state_dict())

@@ -50,7 +50,6 @@ def test_unknown_experiment_is_refused():
         parse_args(["lenght-generalization"])
 
 
-@pytest.mark.keras
 def test_parse_common_and_own_options():
     args = parse_args(["length-generalization", "--quick", "--seeds", "3", "4", "--out", "x",
                        "--framework", "keras", "--tasks", "reverse", "--train-len", "5"])
@@ -464,7 +463,6 @@ def test_metadata_fields():
     assert len(meta["commit"].split("+")[0]) == 40 or meta["commit"] == "unknown"
 
 
-@pytest.mark.keras
 def test_results_round_trip(tmp_path):
     rows = [{"scheme": "alibi", "length": np.int64(4), "exact_match": np.float32(0.5)},
             {"scheme": "rope", "length": 8, "exact_match": 0.25}]

@@ -12,7 +12,6 @@ import posenc.keras as pk
 import posenc.torch as pt
 
 
-@pytest.mark.keras
 def test_family_module_names_are_shadowed_by_their_functions():
     # ``posenc.torch.sinusoidal`` is the function; the module is reached by its full name.
     import importlib
@@ -56,7 +55,6 @@ BACKEND_IMPORTS_ALLOWED = {("diagnostics.py", "tensorflow"), ("diagnostics.py", 
                            ("diagnostics.py", "jax")}
 
 
-@pytest.mark.keras
 def test_the_keras_face_imports_no_backend():
     import ast
 
@@ -74,7 +72,6 @@ def test_the_keras_face_imports_no_backend():
                 assert (path.name, root) in BACKEND_IMPORTS_ALLOWED, f"{path.name} imports {name}"
 
 
-@pytest.mark.keras
 def test_private_helpers_have_the_same_names_and_arguments():
     def functions(module):
         return {name: inspect.signature(obj) for name, obj in vars(module).items()
@@ -96,7 +93,6 @@ def test_private_helpers_have_the_same_names_and_arguments():
 
 @pytest.mark.parametrize("name", [n for n in pt.__all__ if inspect.isclass(getattr(pt, n))
                                   and hasattr(getattr(pt, n), "encoding")])
-@pytest.mark.keras
 def test_every_additive_encoding_has_the_shared_base(name):
     assert issubclass(getattr(pt, name), torch_util.AdditiveEncoding)
     assert issubclass(getattr(pk, name), keras_util.AdditiveEncoding)

@@ -228,7 +228,6 @@ def test_keras_resize_docstrings_state_the_jax_precision():
         assert "float32 on JAX unless ``jax_enable_x64``" in " ".join(function.__doc__.split())
 
 
-@pytest.mark.keras
 def test_torch_resize_passes_gradients():
     table = torch.randn(6, 3, generator=torch.Generator().manual_seed(0), requires_grad=True)
     pt.resize_table(table, 9).sum().backward()

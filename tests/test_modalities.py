@@ -132,7 +132,6 @@ def test_multimodal_text_and_image_example(face):
 
 # --------------------------------------------------------------------------- the registry of modes
 
-@pytest.mark.keras
 def test_multimodal_modes_come_from_one_registry(monkeypatch):
     from posenc.modalities import MULTIMODAL_MODES, MultimodalMode
 

@@ -252,7 +252,6 @@ def _batch(pad_left=True):
 
 @pytest.mark.reference
 @pytest.mark.parametrize("pad_left", [True, False])
-@pytest.mark.keras
 def test_positions_equal_transformers_qwen2_vl_get_rope_index(pad_left):
     types_, mask = _batch(pad_left)
     hf = _hf_get_rope_index("qwen2_vl", 2)
@@ -280,7 +279,6 @@ def _long_video_batch():
 
 
 @pytest.mark.reference
-@pytest.mark.keras
 def test_a_long_video_is_where_transformers_5_leaves_the_paper():
     # 4 grid steps in a 2 x 2 grid: the temporal positions run past max(h, w) = 2
     long_videos, types_, mask = _long_video_batch()
@@ -302,7 +300,6 @@ def test_a_long_video_is_where_transformers_5_leaves_the_paper():
 
 
 @pytest.mark.reference
-@pytest.mark.keras
 def test_decode_positions_equal_transformers_5_on_a_left_padded_batch():
     from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLModel
 
@@ -336,7 +333,6 @@ def test_decode_positions_equal_transformers_5_on_a_left_padded_batch():
 
 @pytest.mark.reference
 @pytest.mark.parametrize("seconds", [[0.5], [2.0], [1.25]])
-@pytest.mark.keras
 def test_positions_equal_transformers_qwen2_5_vl_absolute_time(seconds):
     types_, mask = _batch()
     hf = _hf_get_rope_index("qwen2_5_vl", 2, tokens_per_second=4)
@@ -366,7 +362,6 @@ def test_positions_equal_transformers_qwen2_5_vl_absolute_time(seconds):
 
 
 @pytest.mark.reference
-@pytest.mark.keras
 def test_qwen2_5_vl_without_seconds_spaces_frames_by_tokens_per_second():
     types_ = [sequence(("text", 2), ("video", 12), ("text", 1))]
     hf = _hf_get_rope_index("qwen2_5_vl", 2, tokens_per_second=4)
@@ -463,7 +458,6 @@ def _v4_ids(types_):
 
 
 @pytest.mark.parametrize("time", ["frames", "seconds"])
-@pytest.mark.keras
 def test_text_start_max_equals_transformers_4_where_the_rules_diverge(time):
     # a long video (4 grid steps in a 2 x 2 grid, or 2 s per grid at 2 positions per second)
     # after an image, left-padded beside a row of two images: the rules differ here
@@ -490,7 +484,6 @@ def test_text_start_max_equals_transformers_4_where_the_rules_diverge(time):
 
 @pytest.mark.reference
 @pytest.mark.parametrize("tokens_per_second", [2, 25])
-@pytest.mark.keras
 def test_absolute_time_equals_transformers_on_non_dyadic_intervals(tokens_per_second):
     # frame rates whose seconds per grid (2 / fps) have no exact binary form: transformers
     # truncates the times in float32, and so does mrope_positions

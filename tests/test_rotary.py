@@ -160,7 +160,6 @@ def test_torch_gradient_is_the_inverse_rotation():
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.keras
 def test_torch_non_contiguous_inputs(layout):
     """q as attention code makes it: a (batch, seq, heads, head_dim) projection transposed,
     or every other feature of a wider tensor; the gradient is the inverse rotation."""

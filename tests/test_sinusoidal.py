@@ -217,7 +217,6 @@ def test_module_batched_positions(face):
     np.testing.assert_array_equal(numpy(explicit), numpy(default))
 
 
-@pytest.mark.keras
 def test_torch_cache_grows_with_longer_sequences():
     enc = pt.SinusoidalEncoding(8)
     short = enc(torch.zeros(1, 3, 8))
@@ -227,7 +226,6 @@ def test_torch_cache_grows_with_longer_sequences():
     assert enc.state_dict() == {}  # the cache is not saved
 
 
-@pytest.mark.keras
 def test_torch_encoding_stays_float32_after_module_cast():
     enc = pt.SinusoidalEncoding(8)
     enc(torch.zeros(1, 600, 8))  # fills the cache in float32

@@ -315,7 +315,6 @@ def test_llama4_layers_equal_transformers_attention(layer_idx):
 
 
 @pytest.mark.reference
-@pytest.mark.keras
 def test_temperature_scales_equal_llama4s_formula():
     positions = torch.arange(0, 70000, 97).float()
     want = torch.log1p(torch.floor((positions + 1.0) / 8192)) * 0.1 + 1.0

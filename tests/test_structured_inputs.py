@@ -117,7 +117,6 @@ def test_torch_data_checks_read_cpu_tensors_only():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.keras
 def test_torch_forward_on_cuda_never_syncs():
     dev = torch.device("cuda")
     x = torch.zeros(2, 3, 12, device=dev)
