@@ -8,6 +8,7 @@ the decoding offset; the errors (the same message in both faces).
 
 from __future__ import annotations
 
+import inspect
 import re
 import types
 
@@ -312,8 +313,12 @@ def test_decode_positions_equal_transformers_5_on_a_left_padded_batch():
     owner = types.SimpleNamespace(rope_deltas=hf_deltas)
     cache = types.SimpleNamespace(get_seq_length=lambda: types_.shape[1])
     next_mask = torch.as_tensor(np.concatenate([mask, np.ones((2, 1), np.int64)], axis=1))
+    # the cache's keyword is the one the installed transformers names: `cache` in 5.25 (which
+    # still takes `past_key_values`, deprecated), `past_key_values` in 5.23
+    cache_keyword = ("cache" if "cache" in inspect.signature(
+        Qwen2VLModel.compute_3d_position_ids).parameters else "past_key_values")
     hf_step = Qwen2VLModel.compute_3d_position_ids(
-        owner, None, torch.zeros(2, 1, 8), attention_mask=next_mask, past_key_values=cache)
+        owner, None, torch.zeros(2, 1, 8), attention_mask=next_mask, **{cache_keyword: cache})
     _, deltas = nm.mrope_positions(types_, image_grid_thw=IMAGES, video_grid_thw=VIDEOS,
                                    spatial_merge_size=2, attention_mask=mask)
     ours = nm.mrope_decode_positions(deltas, mask.sum(-1, keepdims=True))
