@@ -185,22 +185,7 @@ def _imported_distributions(nb) -> dict[str, set[str]]:
     return {m: {canonicalize_name(d) for d in owners[m]} for m in modules}
 
 
-# Pages whose cell is older than the `book` extra: while the cell installs posenc[all] only,
-# the page is expected to fail; once the cell changes, it is checked like every other.
-OLD_INSTALL_CELL = {"03_learned_hybrid_evidence": "SciPy"}
-POSENC_ALL_ONLY = '"posenc[all] @ git+https://github.com/posenc/posenc-book@main"],'
-
-
-def _install_cell_case(md: Path):
-    if md.stem not in OLD_INSTALL_CELL:
-        return md
-    first = next(c for c in jupytext.read(md).cells if c.cell_type == "code")
-    old = POSENC_ALL_ONLY in first.source
-    return pytest.param(md, marks=pytest.mark.xfail(
-        old, reason=f"its Colab cell installs posenc[all] only, not {OLD_INSTALL_CELL[md.stem]}"))
-
-
-@pytest.mark.parametrize("md", [_install_cell_case(md) for md in SOURCES], ids=lambda p: p.name)
+@pytest.mark.parametrize("md", SOURCES, ids=lambda p: p.name)
 def test_first_cell_installs_what_the_chapter_imports(md):
     nb = jupytext.read(md)
     first = next(c for c in nb.cells if c.cell_type == "code")
