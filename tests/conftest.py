@@ -18,6 +18,7 @@ skip it, so it runs once. A Keras test that cannot run on JAX carries
 
 import os
 import types
+from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -25,6 +26,24 @@ import pytest  # noqa: E402
 
 # Fixtures that only a Keras test requests.
 KERAS_FIXTURES = {"mixed_bfloat16"}
+
+
+def pytest_configure(config):
+    """On Keras's JAX backend, JAX's persistent compilation cache: eager Keras ops compile one
+    small XLA program per operation and shape, and the pytest-xdist workers (and later runs)
+    share what one of them compiled instead of compiling it again. ``POSENC_JAX_CACHE`` names
+    the folder (default ``.pytest_cache/jax``); an empty value turns the cache off."""
+    if os.environ.get("KERAS_BACKEND") != "jax":
+        return
+    folder = os.environ.get("POSENC_JAX_CACHE",
+                            str(Path(config.rootpath) / ".pytest_cache" / "jax"))
+    if not folder:
+        return
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", folder)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
 def pytest_report_header(config):
