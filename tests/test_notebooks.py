@@ -52,6 +52,16 @@ def test_pair_exists_and_is_in_sync(md):
         f"{ipynb.name} is out of sync with {md.name}: run `make ipynb`")
 
 
+@pytest.mark.parametrize("md", [*SOURCES, *sorted((ROOT / "book").glob("*.md"))],
+                         ids=lambda p: p.name)
+def test_sources_hold_no_control_characters(md):
+    """A tab or other control character in a page (``\\t`` typed as a tab inside
+    ``\\text{...}``, say) renders as a broken formula or stray space."""
+    for number, line in enumerate(md.read_text().splitlines(), 1):
+        bad = [hex(ord(c)) for c in line if ord(c) < 32 or ord(c) == 127]
+        assert not bad, f"{md.name}:{number} holds the control characters {bad}: {line.strip()[:60]}"
+
+
 @pytest.mark.parametrize("md", SOURCES, ids=lambda p: p.name)
 def test_ipynb_has_no_outputs(md):
     nb = nbformat.read(md.with_suffix(".ipynb"), as_version=4)
