@@ -86,10 +86,11 @@ class HierarchicalEncoding(AdditiveEncoding):
     """Learned tree positions: the sum of one embedding per level of the path.
 
     ``P(path) = sum_l level_tables[l, path[l]]`` over the levels the node
-    reaches (padded ``-1`` levels add nothing). Shiv & Quirk (2019) represent
-    a path as stacked one-hot child indices; a linear map of such a stack is
-    exactly a sum of per-level embedding rows, which this layer learns
-    directly (root-aligned, without the paper's geometric decay). A child's
+    reaches (padded ``-1`` levels add nothing). Shiv & Quirk (2019) stack
+    one-hot child indices newest step first, so a linear map of their stack
+    sums rows indexed by steps back from the node; this layer indexes its rows
+    by level from the root instead (root-aligned, without the paper's
+    geometric decay), so a level keeps its rows at any depth. A child's
     encoding is its parent's plus one row, so siblings share their parent's
     part.
 
