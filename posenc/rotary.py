@@ -616,7 +616,8 @@ def rotary_setup(head_dim, rotary_dim, base, scaling, max_len: int, *, what: str
     """
     head_dim = check_head_dim(head_dim, what=what)
     config = rope_config(scaling, base=base, what=what, arg=arg)
-    base = check_base(base, what=what)
+    # the base resolved once, as frequencies64 reads it: the scaling's rope_theta wins
+    base = config.get("rope_theta") or check_base(base, what=what)
     spec = ROPE_SCALINGS[config["rope_type"]]
     partial = "partial_rotary_factor" in config
     if not partial:

@@ -633,3 +633,26 @@ def test_angles_docstring_states_the_bfloat16_rounding_it_guards_against():
     assert (below, above) == (128.0, 256.0)
     assert f"up to {below:.0f} and {above:.0f} radians" in text
     assert "65,536 is wrong by up to 128" not in text
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_a_length_known_only_in_the_graph_gives_the_eager_angles_with_rope_theta_in_scaling(face):
+    """Dynamic NTK's frequencies for a length the graph holds as a tensor (the path a compiled
+    or traced call takes) equal the eager ones when the scaling carries its own rope_theta:
+    the base is resolved once, rope_theta winning over the base argument's default."""
+    scaling = {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 16,
+               "rope_theta": 500000.0}
+    rope = FACES[face].RotaryEmbedding(64, scaling=scaling)
+    length = 40
+    if face == "torch":
+        positions = torch.arange(length)
+        eager = rope._angles(positions, length)
+        traced = rope._angles(positions, torch.tensor(length))
+    else:
+        from keras import ops
+
+        positions = ops.arange(length)
+        eager = rope._angles(positions, length)
+        traced = rope._angles(positions, ops.convert_to_tensor(length))
+    for a, b in zip(eager, traced, strict=True):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-5)

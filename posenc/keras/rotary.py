@@ -156,7 +156,9 @@ def _traced_frequencies(rule: dict, length, exact: bool, *, what: str):
                          "layer eagerly")
         grown = ops.maximum(rule["factor"] * length / rule["original"] - (rule["factor"] - 1.0),
                             1.0)
-        return rule["inv_freq"] * ops.exp(-ops.log(grown) * rule["exponent"]), None
+        inv_freq, exponent = (ops.convert_to_tensor(rule[k], "float32")
+                              for k in ("inv_freq", "exponent"))
+        return inv_freq * ops.exp(-ops.log(grown) * exponent), None
     long = length > rule["original"]
     terms = ops.where(long, rule["long_terms"], rule["short_terms"]) if exact else None
     return ops.where(long, rule["long"], rule["short"]), terms
