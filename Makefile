@@ -108,8 +108,6 @@ test-newest: $(NEWEST_STAMP)
 	@echo "transformers $$($(NEWEST_PY) -c 'import transformers; print(transformers.__version__)')" \
 	      "(pinned: $$(grep -o '^transformers==[^ ]*' requirements-reference.txt))"
 	$(NEWEST_PY) -m pytest tests -m reference -n $(JOBS)
-	$(NEWEST_PY) -m pytest $$(grep -l transformers tests/test_*.py) -m "not reference" \
-	    -k "transformers or hugging_face or bench_rotary" -n $(JOBS) || [ $$? -eq 5 ]  # 5: none left
 	$(NEWEST_PY) scripts/run_chapters.py --importing transformers
 	@echo "Passed on transformers $$($(NEWEST_PY) -c 'import transformers; print(transformers.__version__)')"
 

@@ -439,6 +439,7 @@ def test_rerotated_keys_equal_keys_rotated_afresh(face):
         assert stale > 1e-1                          # not re-rotating would be wrong
 
 
+@pytest.mark.reference
 def test_transformers_has_no_sink_cache_any_more():
     """transformers 5 removed ``SinkCache`` (it moved to a Hub generation recipe), so the
     re-rotation is tested against R(a)R(b) = R(a + b) above, not against its code."""

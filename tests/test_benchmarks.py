@@ -120,6 +120,7 @@ def test_largest_tensor_is_measured_not_computed():
         lambda: torch.zeros(10, 10).expand(3, 10, 10)[0].t()) == 400
 
 
+@pytest.mark.reference
 def test_bench_rotary_times_hugging_face_per_layer_and_per_model_apart(tmp_path):
     pytest.importorskip("transformers")
     results = run_script("bench_rotary.py", tmp_path, "--no-keras", "--no-compile")
@@ -136,6 +137,7 @@ def test_bench_rotary_times_hugging_face_per_layer_and_per_model_apart(tmp_path)
     assert methods["posenc RotaryEmbedding"]["forward_backward_median_ms"] > 0
 
 
+@pytest.mark.reference
 def test_bench_rotary_gives_both_sides_what_a_model_gives(monkeypatch):
     """Like for like: Hugging Face gets the (1, seq) position ids LlamaModel builds (not one
     row per batch element, which computes cos and sin batch times over), every method gets q
@@ -172,6 +174,7 @@ def test_bench_rotary_gives_both_sides_what_a_model_gives(monkeypatch):
     assert seen["built"] == 1                    # no module is built inside the timing
 
 
+@pytest.mark.reference
 @pytest.mark.keras
 def test_bench_rotary_times_the_keras_face_eager_and_compiled(tmp_path):
     keras = pytest.importorskip("keras")

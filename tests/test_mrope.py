@@ -462,6 +462,7 @@ def _v4_ids(types_):
     return torch.as_tensor(ids)
 
 
+@pytest.mark.reference
 @pytest.mark.parametrize("time", ["frames", "seconds"])
 def test_text_start_max_equals_transformers_4_where_the_rules_diverge(time):
     # a long video (4 grid steps in a 2 x 2 grid, or 2 s per grid at 2 positions per second)
