@@ -77,20 +77,30 @@ def cached(path: Path, cache_dir: Path | None = None) -> bool:
     return True
 
 
+def run_chapter(path: Path):
+    """Execute one chapter as MyST-NB would (its reader, its folder as the working directory,
+    ``_config.yml``'s timeout, errors fatal): ``(notebook, result)``, the executed notebook
+    and jupyter-cache's execution result (``time``, ``err``, ``exc_string``)."""
+    from jupyter_cache.executors.utils import single_nb_execution
+
+    config = _config()["execute"]
+    notebook = read_notebook(path)
+    result = single_nb_execution(notebook, cwd=str(path.parent),
+                                 allow_errors=config.get("allow_errors", False),
+                                 timeout=config.get("timeout", 600), meta_override=True)
+    return notebook, result
+
+
 def execute(path: str, jobs: int, cache_dir: str | None = None) -> tuple[str, float, str | None]:
     """Run one chapter and cache it; returns (path, seconds, traceback or None)."""
     from jupyter_cache import get_cache
     from jupyter_cache.base import CacheBundleIn
-    from jupyter_cache.executors.utils import single_nb_execution
 
     os.environ["POSENC_BUILD_JOBS"] = str(jobs)
     config = _config()["execute"]
     nb_path = Path(path)
-    notebook = read_notebook(nb_path)
     cache = get_cache(str(cache_dir or ROOT / config["cache"]))
-    result = single_nb_execution(notebook, cwd=str(nb_path.parent),
-                                 allow_errors=config.get("allow_errors", False),
-                                 timeout=config.get("timeout", 600), meta_override=True)
+    notebook, result = run_chapter(nb_path)
     if result.err is not None:
         return path, result.time, result.exc_string
     cache.cache_notebook_bundle(CacheBundleIn(notebook, str(nb_path),

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import nbformat
 
-from execute_notebooks import ROOT, _config, chapters, read_notebook
+from execute_notebooks import ROOT, chapters, read_notebook, run_chapter
 
 
 def importing(module: str) -> list[Path]:
@@ -37,12 +37,7 @@ def importing(module: str) -> list[Path]:
 
 def run(path: Path, output_dir: Path) -> tuple[float, str | None]:
     """Execute one chapter; writes the executed copy to ``output_dir``; (seconds, traceback)."""
-    from jupyter_cache.executors.utils import single_nb_execution
-
-    config = _config()["execute"]
-    notebook = read_notebook(path)
-    result = single_nb_execution(notebook, cwd=str(path.parent), allow_errors=False,
-                                 timeout=config.get("timeout", 600), meta_override=True)
+    notebook, result = run_chapter(path)
     nbformat.write(notebook, output_dir / f"{path.stem}.ipynb")
     return result.time, result.exc_string if result.err is not None else None
 
